@@ -1,0 +1,228 @@
+/*
+ * libkvc: a compressed key/value cache for LLM inference, with attention computed over it,
+ * on any Vulkan device (NVIDIA, AMD, Intel, Mesa's lavapipe) or on the CPU.
+ *
+ * Conventions used by every function below:
+ *  - Every call returns a kvc_status. KVC_OK is 0; kvc_status_name() names any status and
+ *    kvc_context_last_error() holds the detail of the last failure on that context.
+ *  - A call that fails leaves every handle exactly as it was.
+ *  - Descriptors start with `struct_size`: set it to sizeof(the struct) so the ABI can grow.
+ *  - Tensors are dense, row-major host arrays:
+ *      K, V:  [n_tokens][num_kv_heads][head_dim]
+ *      Q, O:  [n_tokens][num_q_heads][head_dim]
+ *    in the cache's dtype (f32 as float, f16 as IEEE binary16 in uint16_t).
+ *  - A context and its caches may be used from one thread at a time.
+ */
+#ifndef KVC_KVC_H
+#define KVC_KVC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32) && defined(KVC_BUILDING_SHARED)
+#define KVC_API __declspec(dllexport)
+#elif defined(__GNUC__)
+#define KVC_API __attribute__((visibility("default")))
+#else
+#define KVC_API
+#endif
+
+#define KVC_VERSION_MAJOR 0
+#define KVC_VERSION_MINOR 1
+#define KVC_VERSION_PATCH 0
+#define KVC_VERSION_NUMBER (KVC_VERSION_MAJOR * 10000 + KVC_VERSION_MINOR * 100 + KVC_VERSION_PATCH)
+
+/* The version of the library linked at run time, as MAJOR*10000 + MINOR*100 + PATCH. */
+KVC_API uint32_t kvc_version_number(void);
+/* The same version as "MAJOR.MINOR.PATCH". */
+KVC_API const char* kvc_version_string(void);
+
+/* ---------------------------------------------------------------- status codes */
+
+typedef enum kvc_status {
+    KVC_OK = 0,
+    KVC_ERROR_INVALID_ARGUMENT = 1, /* a value out of its documented range */
+    KVC_ERROR_NULL_POINTER = 2,     /* a required pointer or handle is NULL */
+    KVC_ERROR_OUT_OF_RANGE = 3,     /* an index (layer, device) past its bound */
+    KVC_ERROR_DTYPE_MISMATCH = 4,   /* data passed in a dtype the cache does not store */
+    KVC_ERROR_NOT_FINITE = 5,       /* input holds NaN or Inf */
+    KVC_ERROR_BAD_STATE = 6,        /* calls out of order (attend before any append, ...) */
+    KVC_ERROR_CAPACITY = 7,         /* the cache cannot hold what was asked */
+    KVC_ERROR_BUFFER_TOO_SMALL = 8, /* an output buffer is smaller than the data */
+    KVC_ERROR_NO_VULKAN_LOADER = 9, /* libvulkan.so.1 could not be loaded */
+    KVC_ERROR_NO_DEVICE = 10,       /* the loader found no usable Vulkan device */
+    KVC_ERROR_VULKAN = 11,          /* a Vulkan call failed; the message names it */
+    KVC_ERROR_OUT_OF_MEMORY = 12,   /* host or device memory exhausted */
+    KVC_ERROR_UNSUPPORTED = 13,     /* valid, but this build or device cannot do it */
+    KVC_ERROR_INTERNAL = 14         /* a bug in libkvc: please report it */
+} kvc_status;
+
+/* The status as a constant string, e.g. "KVC_ERROR_NULL_POINTER"; never NULL. */
+KVC_API const char* kvc_status_name(kvc_status status);
+
+/* ---------------------------------------------------------------- context */
+
+typedef struct kvc_context kvc_context;
+typedef struct kvc_cache kvc_cache;
+
+typedef enum kvc_backend {
+    KVC_BACKEND_AUTO = 0,   /* Vulkan if a device exists, else the CPU */
+    KVC_BACKEND_VULKAN = 1, /* Vulkan or fail with KVC_ERROR_NO_VULKAN_LOADER / _NO_DEVICE */
+    KVC_BACKEND_CPU = 2     /* the CPU reference implementation */
+} kvc_backend;
+
+/* Enable the Khronos validation layer; its messages are counted (kvc_context_info). The
+ * environment variable KVC_VALIDATION=1 does the same for every context. */
+#define KVC_CONTEXT_VALIDATION 0x1u
+
+typedef struct kvc_context_desc {
+    uint32_t struct_size;
+    kvc_backend backend;
+    /* Vulkan physical device index as the loader enumerates them, or -1 to choose
+     * (discrete > integrated > virtual > CPU). The environment variable KVC_DEVICE overrides -1. */
+    int32_t device_index;
+    uint32_t flags; /* KVC_CONTEXT_* */
+} kvc_context_desc;
+
+/* Fills a descriptor with the defaults: AUTO backend, device chosen by type, no flags. */
+KVC_API kvc_context_desc kvc_context_desc_default(void);
+
+/* Creates a context. Fails with KVC_ERROR_NO_VULKAN_LOADER or KVC_ERROR_NO_DEVICE when the
+ * Vulkan backend was asked for and cannot be had; AUTO falls back to the CPU instead. */
+KVC_API kvc_status kvc_context_create(const kvc_context_desc* desc, kvc_context** out_context);
+
+/* An application's own Vulkan objects, for engines that already run Vulkan. libkvc records
+ * into its own command pool on `queue` and waits for its own work only; the application
+ * must not use `queue` from another thread during a kvc call. Handles are passed as void*
+ * so that this header needs no Vulkan headers. */
+typedef struct kvc_vulkan_handles {
+    uint32_t struct_size;
+    void* instance;               /* VkInstance */
+    void* physical_device;        /* VkPhysicalDevice */
+    void* device;                 /* VkDevice */
+    void* queue;                  /* VkQueue with compute support */
+    uint32_t queue_family_index;  /* the family of `queue` */
+    void* get_instance_proc_addr; /* PFN_vkGetInstanceProcAddr, or NULL for the system loader's */
+} kvc_vulkan_handles;
+
+/* Creates a context over an application's Vulkan device. The application keeps ownership:
+ * destroy the context before the device. */
+KVC_API kvc_status kvc_context_create_from_vulkan(const kvc_vulkan_handles* handles,
+                                                  kvc_context** out_context);
+
+/* Destroys a context; its caches must have been destroyed first. NULL is a no-op. */
+KVC_API void kvc_context_destroy(kvc_context* context);
+
+/* The detail of the last failed call on this context (or on one of its caches), or "" when
+ * none failed. Valid until the next call on the context. */
+KVC_API const char* kvc_context_last_error(const kvc_context* context);
+
+/* The detail of the last kvc_context_create* failure on this thread (no context exists yet). */
+KVC_API const char* kvc_last_create_error(void);
+
+typedef struct kvc_context_info {
+    uint32_t struct_size;
+    kvc_backend backend;          /* VULKAN or CPU, never AUTO */
+    char device_name[256];        /* e.g. "NVIDIA H100 80GB HBM3", "llvmpipe (...)", "CPU" */
+    uint32_t vendor_id;           /* PCI vendor id, 0 for the CPU backend */
+    uint32_t validation_messages; /* validation-layer warnings and errors seen so far */
+} kvc_context_info;
+
+/* Describes the context's device. Set info->struct_size before the call. */
+KVC_API kvc_status kvc_context_info_get(kvc_context* context, kvc_context_info* info);
+
+/* ---------------------------------------------------------------- cache */
+
+typedef enum kvc_dtype {
+    KVC_DTYPE_F32 = 0,
+    KVC_DTYPE_F16 = 1
+} kvc_dtype;
+
+typedef enum kvc_policy {
+    KVC_POLICY_FULL = 0 /* keep every token up to `capacity` */
+} kvc_policy;
+
+typedef enum kvc_rope_style {
+    KVC_ROPE_NONE = 0,       /* keys and queries arrive ready to use */
+    KVC_ROPE_NEOX = 1,       /* rotate pairs (i, i + rotary_dims/2), as Llama and GPT-NeoX do */
+    KVC_ROPE_INTERLEAVED = 2 /* rotate pairs (2i, 2i + 1), as GPT-J does */
+} kvc_rope_style;
+
+typedef struct kvc_cache_desc {
+    uint32_t struct_size;
+    uint32_t num_layers;
+    uint32_t num_q_heads;  /* a multiple of num_kv_heads (grouped-query attention) */
+    uint32_t num_kv_heads;
+    uint32_t head_dim;     /* 8..256, a multiple of 8 */
+    kvc_dtype dtype;       /* storage and I/O dtype; accumulation is always f32 */
+    uint32_t capacity;     /* slots per layer the cache may hold at once */
+    kvc_policy policy;
+    /* RoPE applied inside libkvc: keys and queries arrive before RoPE, keys are stored before
+     * RoPE, and attention rotates each by the position its slot carries. */
+    kvc_rope_style rope_style;
+    float rope_theta;      /* base of the rotary frequencies, e.g. 10000 */
+    uint32_t rope_dims;    /* leading dims rotated, a multiple of 8; 0 means head_dim */
+    /* The policy's parameter struct (it starts with struct_size), or NULL for its defaults.
+     * KVC_POLICY_FULL takes none. */
+    const void* policy_params;
+} kvc_cache_desc;
+
+/* Fills a descriptor with defaults (f32, FULL policy, no RoPE, theta 10000); the shape and
+ * capacity are left 0 for the caller to set. */
+KVC_API kvc_cache_desc kvc_cache_desc_default(void);
+
+/* Creates an empty cache and allocates storage for `capacity` slots per layer. */
+KVC_API kvc_status kvc_cache_create(kvc_context* context, const kvc_cache_desc* desc,
+                                    kvc_cache** out_cache);
+
+/* Destroys a cache. NULL is a no-op. */
+KVC_API void kvc_cache_destroy(kvc_cache* cache);
+
+/* Appends n_tokens new tokens (a prefill chunk, or 1 for a decode step) of `layer`. Each
+ * token takes the next position of this layer: 0, 1, 2, ... Fails with KVC_ERROR_CAPACITY
+ * when the layer would hold more than `capacity` slots. */
+KVC_API kvc_status kvc_cache_append(kvc_cache* cache, uint32_t layer, uint32_t n_tokens,
+                                    kvc_dtype dtype, const void* k, const void* v);
+
+/* Attention of the last n_queries appended tokens of `layer` over the cache: query i sees
+ * every slot before the chunk and the chunk's tokens up to itself (causal). Writes `out`
+ * ([n_queries][num_q_heads][head_dim]). When `scores` is not NULL it receives, per kv head
+ * and slot ([num_kv_heads][slots_held]), the attention probability summed over the kv head's
+ * query heads and the chunk's queries. Fails with KVC_ERROR_BAD_STATE when the last append
+ * of this layer held fewer than n_queries tokens or none was made. */
+KVC_API kvc_status kvc_attend(kvc_cache* cache, uint32_t layer, uint32_t n_queries,
+                              kvc_dtype dtype, const void* q, void* out, float* scores);
+
+/* Slots `layer` holds now. */
+KVC_API kvc_status kvc_cache_layer_slots(const kvc_cache* cache, uint32_t layer,
+                                         uint32_t* out_slots);
+
+/* Copies the cache of `layer` as attention sees it: k and v as [num_kv_heads][slots][head_dim]
+ * in the cache dtype (keys before RoPE), positions as [num_kv_heads][slots]. `max_slots` is
+ * the room each output has, per kv head; any output may be NULL. */
+KVC_API kvc_status kvc_cache_read(kvc_cache* cache, uint32_t layer, uint32_t max_slots,
+                                  kvc_dtype dtype, void* k, void* v, int32_t* positions);
+
+typedef struct kvc_cache_stats {
+    uint32_t struct_size;
+    uint64_t tokens_seen;       /* tokens appended, summed over layers */
+    uint64_t slots_held;        /* slots held now, summed over layers */
+    uint64_t device_bytes_held; /* bytes of K, V and position storage allocated for the cache */
+    uint64_t bytes_per_slot;    /* bytes one slot of one layer takes (K + V of all kv heads + positions) */
+    uint64_t compressions;      /* compression or eviction steps run so far */
+} kvc_cache_stats;
+
+/* Counters and memory of a cache. Set stats->struct_size before the call. */
+KVC_API kvc_status kvc_cache_stats_get(const kvc_cache* cache, kvc_cache_stats* stats);
+
+/* Forgets every token; storage stays allocated. */
+KVC_API kvc_status kvc_cache_reset(kvc_cache* cache);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KVC_KVC_H */

@@ -1,0 +1,46 @@
+#version 450
+// out = out_scale * RoPE(in) for rows [num_tokens][num_heads][HEAD_DIM]; one thread per rotary
+// pair or unrotated dim of a row. Spec constants: see layout(constant_id) below.
+#extension GL_GOOGLE_include_directive : require
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint HEAD_DIM = 128;
+layout(constant_id = 2) const bool IN_F16 = false;
+layout(constant_id = 3) const uint ROPE_STYLE = 0;
+layout(constant_id = 4) const uint ROTARY_DIMS = 0;
+
+#include "elements.glsl"
+#include "rope.glsl"
+
+layout(binding = 0) readonly buffer In { uint in_words[]; };
+layout(binding = 1) readonly buffer Positions { int positions[]; };
+layout(binding = 2) readonly buffer Turns { uvec2 turns[]; };
+layout(binding = 3) writeonly buffer Out { float out_values[]; };
+
+layout(push_constant) uniform Push {
+  uint num_rows;  // tokens * heads
+  uint num_heads;
+  float out_scale;
+  uint positions_first;  // element of positions[] that token 0 reads
+} push;
+
+const uint kItemsPerRow = ROTARY_DIMS / 2 + (HEAD_DIM - ROTARY_DIMS);
+
+void main() {
+  const uint item = gl_GlobalInvocationID.x;
+  const uint row = item / kItemsPerRow;
+  if (row >= push.num_rows) return;
+  const uint k = item % kItemsPerRow;
+  const uint base = row * HEAD_DIM;
+  if (k < ROTARY_DIMS / 2) {
+    const uvec2 dims = rope_pair_dims(k);
+    const uint position = uint(positions[push.positions_first + row / push.num_heads]);
+    const vec2 x = vec2(KVC_LOAD_ELEMENT(in_words, IN_F16, base + dims.x), KVC_LOAD_ELEMENT(in_words, IN_F16, base + dims.y));
+    const vec2 y = rope_rotate(x, rope_cos_sin(position, turns[k])) * push.out_scale;
+    out_values[base + dims.x] = y.x;
+    out_values[base + dims.y] = y.y;
+  } else {
+    const uint d = ROTARY_DIMS + (k - ROTARY_DIMS / 2);
+    out_values[base + d] = KVC_LOAD_ELEMENT(in_words, IN_F16, base + d) * push.out_scale;
+  }
+}

@@ -1,0 +1,115 @@
+// kvc_cache_* and kvc_attend: argument checks at the boundary, then the Cache does the work.
+#include <cstddef>
+
+#include "api/handles.h"
+
+namespace kvc::api {
+void release_context_reference(kvc_context* context);
+}
+
+using kvc::api::guarded;
+
+namespace {
+
+// Runs `body` on a cache, reporting failures on its context.
+template <typename Body>
+kvc_status with_cache(const kvc_cache* cache, Body&& body) {
+  if (!cache) return KVC_ERROR_NULL_POINTER;
+  return guarded(cache->context, nullptr, [&] { body(*cache->cache); });
+}
+
+void require_dtype(const kvc::Cache& cache, kvc_dtype dtype) {
+  const kvc::Dtype stored = cache.config().dtype;
+  kvc::require(static_cast<uint32_t>(dtype) == static_cast<uint32_t>(stored), KVC_ERROR_DTYPE_MISMATCH,
+               std::string("data passed as ") + (dtype == KVC_DTYPE_F16 ? "f16" : dtype == KVC_DTYPE_F32 ? "f32" : "an unknown dtype") +
+                   ", but the cache stores " + kvc::dtype_name(stored));
+}
+
+}  // namespace
+
+extern "C" {
+
+kvc_cache_desc kvc_cache_desc_default(void) {
+  kvc_cache_desc desc{};
+  desc.struct_size = sizeof(kvc_cache_desc);
+  desc.dtype = KVC_DTYPE_F32;
+  desc.policy = KVC_POLICY_FULL;
+  desc.rope_style = KVC_ROPE_NONE;
+  desc.rope_theta = 10000.0f;
+  return desc;
+}
+
+kvc_status kvc_cache_create(kvc_context* context, const kvc_cache_desc* desc, kvc_cache** out_cache) {
+  if (!context) return KVC_ERROR_NULL_POINTER;
+  return guarded(context, nullptr, [&] {
+    kvc::require(out_cache != nullptr, KVC_ERROR_NULL_POINTER, "kvc_cache_create: out_cache is NULL");
+    const kvc::CacheConfig config = kvc::validate_cache_desc(desc);
+    auto cache = std::make_unique<kvc_cache>();
+    cache->context = context;
+    cache->cache = std::make_unique<kvc::Cache>(*context->backend, config);
+    ++context->live_caches;
+    *out_cache = cache.release();
+  });
+}
+
+void kvc_cache_destroy(kvc_cache* cache) {
+  if (!cache) return;
+  kvc_context* context = cache->context;
+  delete cache;
+  kvc::api::release_context_reference(context);
+}
+
+kvc_status kvc_cache_append(kvc_cache* cache, uint32_t layer, uint32_t n_tokens, kvc_dtype dtype, const void* k, const void* v) {
+  return with_cache(cache, [&](kvc::Cache& c) {
+    require_dtype(c, dtype);
+    c.append(layer, n_tokens, k, v);
+  });
+}
+
+kvc_status kvc_attend(kvc_cache* cache, uint32_t layer, uint32_t n_queries, kvc_dtype dtype, const void* q, void* out,
+                      float* scores) {
+  return with_cache(cache, [&](kvc::Cache& c) {
+    require_dtype(c, dtype);
+    c.attend(layer, n_queries, q, out, scores);
+  });
+}
+
+kvc_status kvc_cache_layer_slots(const kvc_cache* cache, uint32_t layer, uint32_t* out_slots) {
+  return with_cache(cache, [&](kvc::Cache& c) {
+    kvc::require(out_slots != nullptr, KVC_ERROR_NULL_POINTER, "kvc_cache_layer_slots: out_slots is NULL");
+    kvc::require(layer < c.config().num_layers, KVC_ERROR_OUT_OF_RANGE,
+                 "layer " + std::to_string(layer) + " is past the cache's " + std::to_string(c.config().num_layers) + " layers");
+    *out_slots = c.layer(layer).slots_held;
+  });
+}
+
+kvc_status kvc_cache_read(kvc_cache* cache, uint32_t layer, uint32_t max_slots, kvc_dtype dtype, void* k, void* v,
+                          int32_t* positions) {
+  return with_cache(cache, [&](kvc::Cache& c) {
+    require_dtype(c, dtype);
+    c.read(layer, max_slots, k, v, positions);
+  });
+}
+
+kvc_status kvc_cache_stats_get(const kvc_cache* cache, kvc_cache_stats* stats) {
+  return with_cache(cache, [&](kvc::Cache& c) {
+    kvc::require(stats != nullptr, KVC_ERROR_NULL_POINTER, "kvc_cache_stats_get: stats is NULL");
+    kvc::api::require_struct_size(stats->struct_size, sizeof(kvc_cache_stats), "kvc_cache_stats");
+    kvc_cache_stats result{};
+    result.struct_size = stats->struct_size;
+    for (uint32_t layer = 0; layer < c.config().num_layers; ++layer) {
+      result.tokens_seen += c.layer(layer).tokens_seen;
+      result.slots_held += c.layer(layer).slots_held;
+    }
+    result.device_bytes_held = c.device_bytes_held();
+    result.bytes_per_slot = c.bytes_per_slot();
+    result.compressions = c.compressions();
+    *stats = result;
+  });
+}
+
+kvc_status kvc_cache_reset(kvc_cache* cache) {
+  return with_cache(cache, [&](kvc::Cache& c) { c.reset(); });
+}
+
+}  // extern "C"

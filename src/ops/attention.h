@@ -1,0 +1,43 @@
+// Attention over a cache: a chunk of queries (1 for decode) whose own tokens are the last
+// num_queries cached slots; query i sees every slot up to its own (causal). Keys are stored
+// before RoPE and rotated to their slot's position as they are read; queries are rotated to
+// the positions of their own slots (kv head 0's). Softmax scale 1/sqrt(head_dim); f32
+// accumulation. Optionally also returns, per kv head and slot, the attention probability
+// summed over the kv head's query heads and the chunk's queries (the score-based policies'
+// input).
+#pragma once
+
+#include <cstdint>
+
+#include "backend/backend.h"
+#include "common/dtype.h"
+#include "ops/rope.h"
+
+namespace kvc::ops {
+
+struct AttentionShape {
+  uint32_t num_q_heads = 0;
+  uint32_t num_kv_heads = 0;  // divides num_q_heads
+  uint32_t head_dim = 0;      // multiple of 8, <= 256
+  uint32_t num_queries = 0;   // >= 1, <= num_slots
+  uint32_t num_slots = 0;     // slots attended, the chunk's included
+  uint32_t slot_stride = 0;   // slots allocated per kv head in k, v and positions
+  Dtype dtype = Dtype::F32;   // of q, k, v and out
+  RopeParams rope;
+};
+
+struct AttentionArgs {
+  View q;           // [num_queries][num_q_heads][head_dim]
+  View k;           // [num_kv_heads][slot_stride][head_dim], before RoPE
+  View v;           // [num_kv_heads][slot_stride][head_dim]
+  View positions;   // int32 [num_kv_heads][slot_stride]; read with RoPE only
+  View turn_table;  // rope_turn_table(rope); Vulkan with RoPE only
+  View out;         // [num_queries][num_q_heads][head_dim]
+  View scores;      // optional, f32 [num_kv_heads][num_slots]
+};
+
+void attention(Backend& backend, const AttentionShape& shape, const AttentionArgs& args);
+void attention_cpu(const AttentionShape& shape, const AttentionArgs& args);
+void attention_vulkan(Backend& backend, const AttentionShape& shape, const AttentionArgs& args);
+
+}  // namespace kvc::ops

@@ -1,0 +1,83 @@
+// Vulkan attention: queries rotated and scaled once (rope op), then flash-decoding (split +
+// merge) for one query or the tiled causal kernel for a chunk, then optionally the scores.
+#include <algorithm>
+#include <cmath>
+
+#include "ops/attention.h"
+#include "ops/vulkan_args.h"
+
+namespace kvc::ops {
+namespace {
+
+constexpr uint32_t kDecodeWorkgroup = 128;  // threads, and keys per tile
+constexpr uint32_t kDecodeGroupBlock = 8;   // query heads sharing one read of K/V per workgroup
+constexpr uint32_t kDecodeTargetGroups = 1024;  // enough workgroups to fill a large GPU
+constexpr uint32_t kMergeWorkgroup = 64;
+constexpr uint32_t kPrefillWorkgroup = 64;  // query rows per workgroup
+constexpr uint32_t kPrefillTileFloats = 2048;  // per K or V tile: 8 KiB of shared memory each
+constexpr uint32_t kScoresWorkgroup = 64;
+
+struct DecodePush {
+  uint32_t num_slots, slot_stride, split_len, num_splits, group_size;
+};
+struct MergePush {
+  uint32_t num_splits;
+};
+struct ChunkPush {
+  uint32_t num_slots, slot_stride, num_queries, group_size, num_q_heads;
+};
+
+}  // namespace
+
+void attention_vulkan(Backend& backend, const AttentionShape& shape, const AttentionArgs& args) {
+  vk::Recorder& recorder = backend.recorder();
+  const uint32_t group = shape.num_q_heads / shape.num_kv_heads;
+  const uint32_t dim = shape.head_dim;
+  const uint32_t first_chunk_slot = shape.num_slots - shape.num_queries;
+  const bool f16 = shape.dtype == Dtype::F16;
+  const uint32_t rope_style = rope_style_constant(shape.rope);
+  const uint32_t rotary_dims = rope_style ? shape.rope.rotary_dims : 0;
+  // Without RoPE the position and turn bindings are never read; bind K in their place.
+  const vk::BufferSlice positions = rope_style ? slice(View{args.positions.tensor, 0}) : slice(args.k);
+  const vk::BufferSlice turns = rope_style ? slice(args.turn_table) : slice(args.k);
+
+  Tensor& q_rot = backend.scratch(ScratchId::AttentionQuery, size_t(shape.num_queries) * shape.num_q_heads * dim * 4);
+  Tensor& lse = backend.scratch(ScratchId::AttentionLse, size_t(shape.num_queries) * shape.num_q_heads * 4);
+  const RopeShape rope_shape{shape.num_queries, shape.num_q_heads, dim, shape.dtype, shape.rope,
+                             static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)))};
+  const View query_positions{args.positions.tensor, args.positions.offset + size_t(first_chunk_slot) * 4};
+  rope_vulkan(backend, rope_shape, {args.q, rope_style ? query_positions : View{}, args.turn_table, view(q_rot)});
+
+  if (shape.num_queries == 1) {
+    const uint32_t group_block = std::min(group, kDecodeGroupBlock);
+    const uint32_t head_blocks = (group + group_block - 1) / group_block;
+    const uint32_t tiles = (shape.num_slots + kDecodeWorkgroup - 1) / kDecodeWorkgroup;
+    const uint32_t splits_wanted = std::max(1u, kDecodeTargetGroups / (shape.num_kv_heads * head_blocks));
+    const uint32_t tiles_per_split = (tiles + splits_wanted - 1) / splits_wanted;
+    const uint32_t split_len = tiles_per_split * kDecodeWorkgroup;
+    const uint32_t num_splits = (shape.num_slots + split_len - 1) / split_len;
+    Tensor& partials = backend.scratch(ScratchId::AttentionPartials, size_t(shape.num_q_heads) * num_splits * (dim + 2) * 4);
+    const DecodePush decode{shape.num_slots, shape.slot_stride, split_len, num_splits, group};
+    recorder.dispatch({"attention_decode", 6, sizeof(DecodePush), {kDecodeWorkgroup, dim, group_block, f16, rope_style, rotary_dims}},
+                      {slice(view(q_rot)), slice(args.k), slice(args.v), positions, turns, slice(view(partials))}, &decode,
+                      num_splits, shape.num_kv_heads, head_blocks);
+    const MergePush merge{num_splits};
+    recorder.dispatch({"attention_merge", 3, sizeof(MergePush), {kMergeWorkgroup, dim, f16}},
+                      {slice(view(partials)), slice(args.out), slice(view(lse))}, &merge, shape.num_q_heads);
+  } else {
+    const uint32_t key_tile = std::max(1u, kPrefillTileFloats / dim);
+    const ChunkPush push{shape.num_slots, shape.slot_stride, shape.num_queries, group, shape.num_q_heads};
+    recorder.dispatch({"attention_prefill", 7, sizeof(ChunkPush), {kPrefillWorkgroup, dim, key_tile, f16, rope_style, rotary_dims}},
+                      {slice(view(q_rot)), slice(args.k), slice(args.v), positions, turns, slice(args.out), slice(view(lse))},
+                      &push, group_count(uint64_t(shape.num_queries) * group, kPrefillWorkgroup), shape.num_kv_heads);
+  }
+
+  if (args.scores) {
+    const ChunkPush push{shape.num_slots, shape.slot_stride, shape.num_queries, group, shape.num_q_heads};
+    recorder.dispatch({"attention_scores", 6, sizeof(ChunkPush), {kScoresWorkgroup, dim, f16, rope_style, rotary_dims}},
+                      {slice(view(q_rot)), slice(args.k), positions, turns, slice(view(lse)), slice(args.scores)}, &push,
+                      group_count(shape.num_slots, kScoresWorkgroup), shape.num_kv_heads);
+  }
+}
+
+}  // namespace kvc::ops

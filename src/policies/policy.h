@@ -1,0 +1,43 @@
+// A policy decides what a cache keeps: how many slots each layer allocates, which position
+// each new token's slot carries, and what happens after attention (evict, compress). It
+// works through ops on the cache's tensors, never through raw Vulkan.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "backend/backend.h"
+#include "cache/cache_config.h"
+
+namespace kvc {
+
+class Cache;
+
+class Policy {
+ public:
+  virtual ~Policy() = default;
+
+  // Slots each layer allocates (the most it ever holds, transient slots included).
+  virtual uint32_t slots_allocated() const = 0;
+
+  // Throws Error (KVC_ERROR_CAPACITY, ...) when `layer` cannot take n_tokens more now.
+  // Runs before anything changes, so a refused append leaves the cache as it was.
+  virtual void check_append(const Cache& cache, uint32_t layer, uint32_t n_tokens) const = 0;
+
+  // The position the appended token that lands in `slot` carries (RoPE reads it).
+  virtual int32_t position_for_slot(const Cache& cache, uint32_t layer, uint32_t slot, uint64_t token_index) const = 0;
+
+  // Whether after_attend needs the attention scores.
+  virtual bool needs_scores() const { return false; }
+
+  // Called inside the attend submission, after attention was recorded; `scores` holds the
+  // step's scores when needs_scores(). May record ops that evict or compress.
+  virtual void after_attend(Cache& cache, uint32_t layer, View scores) {
+    (void)cache, (void)layer, (void)scores;
+  }
+};
+
+// The policy named by config.policy, with its parameters validated (throws Error).
+std::unique_ptr<Policy> make_policy(const CacheConfig& config);
+
+}  // namespace kvc

@@ -1,0 +1,47 @@
+#include "vulkan/buffer.h"
+
+#include <algorithm>
+
+#include "vulkan/device.h"
+
+namespace kvc::vk {
+
+Buffer::Buffer(Device& device, VkDeviceSize size, MemoryKind kind) : device_(device), size_(size) {
+  // Zero-sized buffers are invalid in Vulkan; keep one word so empty tensors bind.
+  VkBufferCreateInfo info{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+  info.size = std::max<VkDeviceSize>(size, 4);
+  info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  check(vkCreateBuffer(device.device(), &info, nullptr, &buffer_), "vkCreateBuffer");
+  VkMemoryRequirements requirements;
+  vkGetBufferMemoryRequirements(device.device(), buffer_, &requirements);
+  VkMemoryAllocateInfo alloc{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+  alloc.allocationSize = requirements.size;
+  alloc.memoryTypeIndex =
+      kind == MemoryKind::DeviceLocal
+          ? device.memory_type(requirements.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)
+          : device.memory_type(requirements.memoryTypeBits,
+                               VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                               VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
+  const VkResult result = vkAllocateMemory(device.device(), &alloc, nullptr, &memory_);
+  if (result != VK_SUCCESS) {
+    vkDestroyBuffer(device.device(), buffer_, nullptr);
+    check(result, "vkAllocateMemory");
+  }
+  vkBindBufferMemory(device.device(), buffer_, memory_, 0);
+  if (kind == MemoryKind::HostVisible) {
+    const VkResult map_result = vkMapMemory(device.device(), memory_, 0, VK_WHOLE_SIZE, 0, &mapped_);
+    if (map_result != VK_SUCCESS) {
+      vkDestroyBuffer(device.device(), buffer_, nullptr);
+      vkFreeMemory(device.device(), memory_, nullptr);
+      check(map_result, "vkMapMemory");
+    }
+  }
+}
+
+Buffer::~Buffer() {
+  vkDestroyBuffer(device_.device(), buffer_, nullptr);
+  vkFreeMemory(device_.device(), memory_, nullptr);
+}
+
+}  // namespace kvc::vk

@@ -1,0 +1,43 @@
+// A VkBuffer with its own memory: device-local for data, host-visible for staging.
+#pragma once
+
+#include <cstddef>
+
+#include "vulkan/vk.h"
+
+namespace kvc::vk {
+
+class Device;
+
+enum class MemoryKind {
+  DeviceLocal,  // the GPU's own memory: caches, scratch
+  HostVisible   // mapped, coherent; cached where the device offers it (fast read-back)
+};
+
+class Buffer {
+ public:
+  Buffer(Device& device, VkDeviceSize size, MemoryKind kind);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  VkBuffer handle() const { return buffer_; }
+  VkDeviceSize size() const { return size_; }
+  void* mapped() const { return mapped_; }  // nullptr for DeviceLocal
+
+ private:
+  Device& device_;
+  VkBuffer buffer_ = VK_NULL_HANDLE;
+  VkDeviceMemory memory_ = VK_NULL_HANDLE;
+  VkDeviceSize size_ = 0;
+  void* mapped_ = nullptr;
+};
+
+// A byte range of a buffer, as shaders bind it.
+struct BufferSlice {
+  const Buffer* buffer = nullptr;
+  VkDeviceSize offset = 0;
+  VkDeviceSize size = VK_WHOLE_SIZE;
+};
+
+}  // namespace kvc::vk

@@ -1,0 +1,233 @@
+#include "vulkan/device.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "vulkan/pipeline.h"
+#include "vulkan/staging.h"
+
+namespace kvc::vk {
+namespace {
+
+constexpr const char* kValidationLayer = "VK_LAYER_KHRONOS_validation";
+
+// volk's entry points are process-wide; guard their (re)loading.
+std::mutex& volk_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+void load_loader(PFN_vkGetInstanceProcAddr custom) {
+  if (custom) {
+    volkInitializeCustom(custom);
+    return;
+  }
+  if (volkGetInstanceVersion() != 0) return;
+  require(volkInitialize() == VK_SUCCESS, KVC_ERROR_NO_VULKAN_LOADER,
+          "no Vulkan loader: libvulkan.so.1 could not be loaded (install libvulkan1 and a driver, "
+          "or use KVC_BACKEND_CPU)");
+}
+
+bool layer_available(const char* name) {
+  uint32_t count = 0;
+  vkEnumerateInstanceLayerProperties(&count, nullptr);
+  std::vector<VkLayerProperties> layers(count);
+  vkEnumerateInstanceLayerProperties(&count, layers.data());
+  return std::any_of(layers.begin(), layers.end(),
+                     [&](const VkLayerProperties& layer) { return std::strcmp(layer.layerName, name) == 0; });
+}
+
+int type_rank(VkPhysicalDeviceType type) {
+  switch (type) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 1;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return 3;
+    default: return 4;
+  }
+}
+
+// The first queue family with compute, preferring one without graphics (a dedicated compute
+// queue runs beside an application's rendering); UINT32_MAX when none.
+uint32_t compute_queue_family(VkPhysicalDevice physical_device) {
+  uint32_t count = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(physical_device, &count, nullptr);
+  std::vector<VkQueueFamilyProperties> families(count);
+  vkGetPhysicalDeviceQueueFamilyProperties(physical_device, &count, families.data());
+  uint32_t chosen = UINT32_MAX;
+  for (uint32_t i = 0; i < count; ++i) {
+    if (!(families[i].queueFlags & VK_QUEUE_COMPUTE_BIT)) continue;
+    if (chosen == UINT32_MAX || !(families[i].queueFlags & VK_QUEUE_GRAPHICS_BIT)) chosen = i;
+    if (!(families[i].queueFlags & VK_QUEUE_GRAPHICS_BIT)) break;
+  }
+  return chosen;
+}
+
+}  // namespace
+
+std::unique_ptr<Device> Device::create(const DeviceOptions& options) {
+  std::lock_guard<std::mutex> lock(volk_mutex());
+  load_loader(nullptr);
+  require(volkGetInstanceVersion() >= VK_API_VERSION_1_1, KVC_ERROR_NO_DEVICE,
+          "the Vulkan loader is older than 1.1");
+
+  std::unique_ptr<Device> self(new Device());
+  self->owns_handles_ = true;
+
+  const char* env_validation = std::getenv("KVC_VALIDATION");
+  const bool validation = options.validation || (env_validation && std::strcmp(env_validation, "0") != 0);
+  require(!validation || layer_available(kValidationLayer), KVC_ERROR_UNSUPPORTED,
+          "validation was asked for but VK_LAYER_KHRONOS_validation is not installed "
+          "(Debian: vulkan-validationlayers)");
+
+  VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+  app.pApplicationName = "libkvc";
+  app.pEngineName = "libkvc";
+  app.apiVersion = VK_API_VERSION_1_1;
+  VkInstanceCreateInfo instance_info{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+  instance_info.pApplicationInfo = &app;
+  const char* layers[] = {kValidationLayer};
+  const char* extensions[] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME};
+  VkDebugUtilsMessengerCreateInfoEXT messenger_info{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
+  messenger_info.messageSeverity =
+      VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+  messenger_info.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT;
+  messenger_info.pfnUserCallback = &Device::on_validation_message;
+  messenger_info.pUserData = self.get();
+  if (validation) {
+    instance_info.enabledLayerCount = 1;
+    instance_info.ppEnabledLayerNames = layers;
+    instance_info.enabledExtensionCount = 1;
+    instance_info.ppEnabledExtensionNames = extensions;
+  }
+  const VkResult instance_result = vkCreateInstance(&instance_info, nullptr, &self->instance_);
+  require(instance_result != VK_ERROR_INCOMPATIBLE_DRIVER, KVC_ERROR_NO_DEVICE,
+          "no Vulkan driver found (vkCreateInstance: VK_ERROR_INCOMPATIBLE_DRIVER)");
+  check(instance_result, "vkCreateInstance");
+  volkLoadInstance(self->instance_);
+  if (validation)
+    check(vkCreateDebugUtilsMessengerEXT(self->instance_, &messenger_info, nullptr, &self->messenger_),
+          "vkCreateDebugUtilsMessengerEXT");
+
+  uint32_t count = 0;
+  vkEnumeratePhysicalDevices(self->instance_, &count, nullptr);
+  std::vector<VkPhysicalDevice> devices(count);
+  vkEnumeratePhysicalDevices(self->instance_, &count, devices.data());
+  std::vector<VkPhysicalDevice> usable;
+  for (VkPhysicalDevice candidate : devices) {
+    VkPhysicalDeviceProperties props;
+    vkGetPhysicalDeviceProperties(candidate, &props);
+    if (props.apiVersion >= VK_API_VERSION_1_1 && compute_queue_family(candidate) != UINT32_MAX)
+      usable.push_back(candidate);
+  }
+  require(!usable.empty(), KVC_ERROR_NO_DEVICE, "no Vulkan 1.1 device with a compute queue was found");
+
+  int index = options.device_index;
+  const char* env_device = std::getenv("KVC_DEVICE");
+  if (index < 0 && env_device && *env_device) index = std::atoi(env_device);
+  if (index >= 0) {
+    require(static_cast<size_t>(index) < usable.size(), KVC_ERROR_OUT_OF_RANGE,
+            "device index " + std::to_string(index) + " is past the " + std::to_string(usable.size()) +
+                " usable Vulkan devices");
+    self->physical_device_ = usable[index];
+  } else {
+    self->physical_device_ = *std::min_element(usable.begin(), usable.end(), [](VkPhysicalDevice a, VkPhysicalDevice b) {
+      VkPhysicalDeviceProperties pa, pb;
+      vkGetPhysicalDeviceProperties(a, &pa);
+      vkGetPhysicalDeviceProperties(b, &pb);
+      return type_rank(pa.deviceType) < type_rank(pb.deviceType);
+    });
+  }
+
+  self->queue_family_ = compute_queue_family(self->physical_device_);
+  const float priority = 1.0f;
+  VkDeviceQueueCreateInfo queue_info{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  queue_info.queueFamilyIndex = self->queue_family_;
+  queue_info.queueCount = 1;
+  queue_info.pQueuePriorities = &priority;
+  VkDeviceCreateInfo device_info{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+  device_info.queueCreateInfoCount = 1;
+  device_info.pQueueCreateInfos = &queue_info;
+  check(vkCreateDevice(self->physical_device_, &device_info, nullptr, &self->device_), "vkCreateDevice");
+  vkGetDeviceQueue(self->device_, self->queue_family_, 0, &self->queue_);
+  self->finish_setup();
+  return self;
+}
+
+std::unique_ptr<Device> Device::wrap(const ExternalHandles& handles) {
+  std::lock_guard<std::mutex> lock(volk_mutex());
+  load_loader(handles.get_instance_proc_addr);
+  std::unique_ptr<Device> self(new Device());
+  self->instance_ = handles.instance;
+  self->physical_device_ = handles.physical_device;
+  self->device_ = handles.device;
+  self->queue_ = handles.queue;
+  self->queue_family_ = handles.queue_family;
+  volkLoadInstance(self->instance_);
+  self->finish_setup();
+  return self;
+}
+
+void Device::finish_setup() {
+  vkGetPhysicalDeviceProperties(physical_device_, &properties_);
+  vkGetPhysicalDeviceMemoryProperties(physical_device_, &memory_properties_);
+  VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  VkPhysicalDeviceProperties2 props2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+  props2.pNext = &subgroup;
+  vkGetPhysicalDeviceProperties2(physical_device_, &props2);
+  subgroup_size_ = subgroup.subgroupSize;
+  uint32_t count = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(physical_device_, &count, nullptr);
+  std::vector<VkQueueFamilyProperties> families(count);
+  vkGetPhysicalDeviceQueueFamilyProperties(physical_device_, &count, families.data());
+  require(queue_family_ < count, KVC_ERROR_INVALID_ARGUMENT, "queue_family_index is past the device's queue families");
+  require(families[queue_family_].queueFlags & VK_QUEUE_COMPUTE_BIT, KVC_ERROR_INVALID_ARGUMENT,
+          "the queue's family has no compute support");
+  timestamp_valid_bits_ = families[queue_family_].timestampValidBits;
+  pipelines_ = std::make_unique<PipelineCache>(*this);
+  staging_ = std::make_unique<Staging>(*this);
+}
+
+Device::~Device() {
+  if (device_) vkDeviceWaitIdle(device_);
+  staging_.reset();
+  pipelines_.reset();
+  if (!owns_handles_) return;
+  if (device_) vkDestroyDevice(device_, nullptr);
+  if (messenger_) vkDestroyDebugUtilsMessengerEXT(instance_, messenger_, nullptr);
+  if (instance_) vkDestroyInstance(instance_, nullptr);
+}
+
+uint32_t Device::memory_type(uint32_t type_bits, VkMemoryPropertyFlags required,
+                             VkMemoryPropertyFlags preferred) const {
+  uint32_t fallback = UINT32_MAX;
+  for (uint32_t i = 0; i < memory_properties_.memoryTypeCount; ++i) {
+    if (!(type_bits & (1u << i))) continue;
+    const VkMemoryPropertyFlags flags = memory_properties_.memoryTypes[i].propertyFlags;
+    if ((flags & required) != required) continue;
+    if ((flags & preferred) == preferred) return i;
+    if (fallback == UINT32_MAX) fallback = i;
+  }
+  require(fallback != UINT32_MAX, KVC_ERROR_OUT_OF_MEMORY, "no Vulkan memory type has the required properties");
+  return fallback;
+}
+
+std::string Device::last_validation_message() const {
+  std::lock_guard<std::mutex> lock(message_mutex_);
+  return last_validation_message_;
+}
+
+VKAPI_ATTR VkBool32 VKAPI_CALL Device::on_validation_message(VkDebugUtilsMessageSeverityFlagBitsEXT,
+                                                             VkDebugUtilsMessageTypeFlagsEXT,
+                                                             const VkDebugUtilsMessengerCallbackDataEXT* data,
+                                                             void* user) {
+  auto* self = static_cast<Device*>(user);
+  self->validation_messages_.fetch_add(1);
+  std::lock_guard<std::mutex> lock(self->message_mutex_);
+  self->last_validation_message_ = data && data->pMessage ? data->pMessage : "";
+  return VK_FALSE;
+}
+
+}  // namespace kvc::vk

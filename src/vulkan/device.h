@@ -1,0 +1,89 @@
+// A Vulkan device with one compute queue: instance and device selection (or an application's
+// own objects), memory-type lookup, the pipeline cache, validation-message counting.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "vulkan/vk.h"
+
+namespace kvc::vk {
+
+class PipelineCache;
+class Staging;
+
+struct DeviceOptions {
+  bool validation = false;
+  int device_index = -1;  // -1: choose by type (discrete > integrated > virtual > CPU)
+};
+
+struct ExternalHandles {
+  VkInstance instance = VK_NULL_HANDLE;
+  VkPhysicalDevice physical_device = VK_NULL_HANDLE;
+  VkDevice device = VK_NULL_HANDLE;
+  VkQueue queue = VK_NULL_HANDLE;
+  uint32_t queue_family = 0;
+  PFN_vkGetInstanceProcAddr get_instance_proc_addr = nullptr;
+};
+
+class Device {
+ public:
+  // Throws Error(KVC_ERROR_NO_VULKAN_LOADER / KVC_ERROR_NO_DEVICE / KVC_ERROR_VULKAN).
+  static std::unique_ptr<Device> create(const DeviceOptions& options);
+  static std::unique_ptr<Device> wrap(const ExternalHandles& handles);
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  VkInstance instance() const { return instance_; }
+  VkPhysicalDevice physical_device() const { return physical_device_; }
+  VkDevice device() const { return device_; }
+  VkQueue queue() const { return queue_; }
+  uint32_t queue_family() const { return queue_family_; }
+  const VkPhysicalDeviceProperties& properties() const { return properties_; }
+  std::string name() const { return properties_.deviceName; }
+  uint32_t subgroup_size() const { return subgroup_size_; }
+  bool supports_timestamps() const { return timestamp_valid_bits_ != 0; }
+  double timestamp_period_ns() const { return properties_.limits.timestampPeriod; }
+
+  // A memory type index with all of `required` flags among `type_bits`, preferring one that
+  // also has `preferred`; throws when none exists.
+  uint32_t memory_type(uint32_t type_bits, VkMemoryPropertyFlags required,
+                       VkMemoryPropertyFlags preferred = 0) const;
+
+  PipelineCache& pipelines() { return *pipelines_; }
+  Staging& staging() { return *staging_; }
+
+  // Validation-layer warnings and errors reported since creation (0 without validation).
+  uint32_t validation_messages() const { return validation_messages_.load(); }
+  std::string last_validation_message() const;
+
+ private:
+  Device() = default;
+  void finish_setup();
+  static VKAPI_ATTR VkBool32 VKAPI_CALL on_validation_message(
+      VkDebugUtilsMessageSeverityFlagBitsEXT severity, VkDebugUtilsMessageTypeFlagsEXT types,
+      const VkDebugUtilsMessengerCallbackDataEXT* data, void* user);
+
+  bool owns_handles_ = false;
+  VkInstance instance_ = VK_NULL_HANDLE;
+  VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
+  VkPhysicalDevice physical_device_ = VK_NULL_HANDLE;
+  VkDevice device_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  uint32_t queue_family_ = 0;
+  VkPhysicalDeviceProperties properties_{};
+  VkPhysicalDeviceMemoryProperties memory_properties_{};
+  uint32_t subgroup_size_ = 0;
+  uint32_t timestamp_valid_bits_ = 0;
+  std::unique_ptr<PipelineCache> pipelines_;
+  std::unique_ptr<Staging> staging_;
+  std::atomic<uint32_t> validation_messages_{0};
+  mutable std::mutex message_mutex_;
+  std::string last_validation_message_;
+};
+
+}  // namespace kvc::vk

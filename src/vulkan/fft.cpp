@@ -1,0 +1,79 @@
+// The VkFFT translation unit. It includes the build tree's patched copy of vkFFT.h
+// (cmake/Dependencies.cmake) after volk, so VkFFT's Vulkan calls go through volk's loader.
+#include "vulkan/fft.h"
+
+#include <vkFFT.h>
+
+#include "vulkan/device.h"
+#include "vulkan/recorder.h"
+
+namespace kvc::vk {
+
+struct DctPlan::Impl {
+  VkFFTApplication app{};
+  VkDevice device = VK_NULL_HANDLE;
+  VkPhysicalDevice physical_device = VK_NULL_HANDLE;
+  VkQueue queue = VK_NULL_HANDLE;
+  VkCommandPool pool = VK_NULL_HANDLE;
+  VkFence fence = VK_NULL_HANDLE;
+  uint64_t buffer_bytes = 0;
+};
+
+DctPlan::DctPlan(Device& device, const DctShape& shape) : impl_(std::make_unique<Impl>()) {
+  Impl& impl = *impl_;
+  impl.device = device.device();
+  impl.physical_device = device.physical_device();
+  impl.queue = device.queue();
+  impl.buffer_bytes = uint64_t(shape.length) * shape.batch * sizeof(float);
+  // VkFFT uploads its lookup tables at init through its own pool and fence.
+  VkCommandPoolCreateInfo pool_info{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  pool_info.queueFamilyIndex = device.queue_family();
+  check(vkCreateCommandPool(impl.device, &pool_info, nullptr, &impl.pool), "vkCreateCommandPool");
+  VkFenceCreateInfo fence_info{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  check(vkCreateFence(impl.device, &fence_info, nullptr, &impl.fence), "vkCreateFence");
+
+  VkFFTConfiguration config{};
+  config.FFTdim = 1;
+  config.size[0] = shape.length;
+  config.numberBatches = shape.batch;
+  config.performDCT = 2;
+  config.device = &impl.device;
+  config.physicalDevice = &impl.physical_device;
+  config.queue = &impl.queue;
+  config.commandPool = &impl.pool;
+  config.fence = &impl.fence;
+  config.bufferSize = &impl.buffer_bytes;
+  const VkFFTResult result = initializeVkFFT(&impl.app, config);
+  if (result != VKFFT_SUCCESS) {
+    vkDestroyFence(impl.device, impl.fence, nullptr);
+    vkDestroyCommandPool(impl.device, impl.pool, nullptr);
+    const std::string message = "VkFFT cannot plan a DCT of length " + std::to_string(shape.length) +
+                                " (VkFFTResult " + std::to_string(static_cast<int>(result)) + ")";
+    throw Error(result == VKFFT_ERROR_UNSUPPORTED_FFT_LENGTH_DCT ? KVC_ERROR_UNSUPPORTED : KVC_ERROR_VULKAN, message);
+  }
+}
+
+DctPlan::~DctPlan() {
+  deleteVkFFT(&impl_->app);
+  vkDestroyFence(impl_->device, impl_->fence, nullptr);
+  vkDestroyCommandPool(impl_->device, impl_->pool, nullptr);
+}
+
+void DctPlan::record(Recorder& recorder, BufferSlice data, bool inverse) {
+  VkCommandBuffer commands = recorder.raw_commands();
+  VkBuffer buffer = data.buffer->handle();
+  VkFFTLaunchParams launch{};
+  launch.commandBuffer = &commands;
+  launch.buffer = &buffer;
+  launch.bufferOffset = data.offset;
+  const VkFFTResult result = VkFFTAppend(&impl_->app, inverse ? 1 : -1, &launch);
+  require(result == VKFFT_SUCCESS, KVC_ERROR_VULKAN, "VkFFTAppend failed (VkFFTResult " + std::to_string(static_cast<int>(result)) + ")");
+}
+
+DctPlan& DctPlans::get(const DctShape& shape) {
+  auto it = plans_.find(shape);
+  if (it == plans_.end()) it = plans_.emplace(shape, std::make_unique<DctPlan>(device_, shape)).first;
+  return *it->second;
+}
+
+}  // namespace kvc::vk

@@ -1,0 +1,193 @@
+#include "vulkan/recorder.h"
+
+#include <cstring>
+
+#include "vulkan/device.h"
+#include "vulkan/staging.h"
+
+namespace kvc::vk {
+
+Recorder::Recorder(Device& device) : device_(device) {
+  const VkDevice vk_device = device.device();
+  VkCommandPoolCreateInfo pool_info{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  pool_info.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+  pool_info.queueFamilyIndex = device.queue_family();
+  check(vkCreateCommandPool(vk_device, &pool_info, nullptr, &pool_), "vkCreateCommandPool");
+  VkCommandBufferAllocateInfo alloc{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  alloc.commandPool = pool_;
+  alloc.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  alloc.commandBufferCount = 1;
+  check(vkAllocateCommandBuffers(vk_device, &alloc, &commands_), "vkAllocateCommandBuffers");
+  VkFenceCreateInfo fence_info{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  check(vkCreateFence(vk_device, &fence_info, nullptr, &fence_), "vkCreateFence");
+  if (device.supports_timestamps()) {
+    VkQueryPoolCreateInfo query_info{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+    query_info.queryType = VK_QUERY_TYPE_TIMESTAMP;
+    query_info.queryCount = kMaxTimestamps;
+    check(vkCreateQueryPool(vk_device, &query_info, nullptr, &queries_), "vkCreateQueryPool");
+  }
+}
+
+Recorder::~Recorder() {
+  const VkDevice vk_device = device_.device();
+  for (VkDescriptorPool pool : descriptor_pools_) vkDestroyDescriptorPool(vk_device, pool, nullptr);
+  if (queries_) vkDestroyQueryPool(vk_device, queries_, nullptr);
+  vkDestroyFence(vk_device, fence_, nullptr);
+  vkDestroyCommandPool(vk_device, pool_, nullptr);
+}
+
+void Recorder::begin() {
+  // A recording abandoned by an exception is simply dropped: reset() below discards it.
+  device_.staging().reset();
+  readbacks_.clear();
+  for (VkDescriptorPool pool : descriptor_pools_) vkResetDescriptorPool(device_.device(), pool, 0);
+  current_pool_ = 0;
+  check(vkResetCommandBuffer(commands_, 0), "vkResetCommandBuffer");
+  VkCommandBufferBeginInfo info{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  info.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  check(vkBeginCommandBuffer(commands_, &info), "vkBeginCommandBuffer");
+  if (queries_) vkCmdResetQueryPool(commands_, queries_, 0, kMaxTimestamps);
+  timestamps_written_ = 0;
+  recording_ = true;
+  needs_barrier_ = false;
+}
+
+void Recorder::before_command() {
+  require(recording_, KVC_ERROR_INTERNAL, "Recorder used outside begin()/submit()");
+  if (needs_barrier_) {
+    VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                            VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+    vkCmdPipelineBarrier(commands_, stages, stages, 0, 1, &barrier, 0, nullptr, 0, nullptr);
+  }
+  needs_barrier_ = true;
+}
+
+void Recorder::upload(const void* src, VkDeviceSize bytes, BufferSlice dst) {
+  if (bytes == 0) return;
+  const BufferSlice staged = device_.staging().allocate(bytes);
+  std::memcpy(static_cast<char*>(staged.buffer->mapped()) + staged.offset, src, bytes);
+  copy(staged, dst, bytes);
+}
+
+void Recorder::download(BufferSlice src, void* dst, VkDeviceSize bytes) {
+  if (bytes == 0) return;
+  const BufferSlice staged = device_.staging().allocate(bytes);
+  copy(src, staged, bytes);
+  readbacks_.push_back({staged, dst, bytes});
+}
+
+void Recorder::copy(BufferSlice src, BufferSlice dst, VkDeviceSize bytes) {
+  if (bytes == 0) return;
+  before_command();
+  const VkBufferCopy region{src.offset, dst.offset, bytes};
+  vkCmdCopyBuffer(commands_, src.buffer->handle(), dst.buffer->handle(), 1, &region);
+}
+
+void Recorder::fill(BufferSlice dst, VkDeviceSize bytes, uint32_t word) {
+  if (bytes == 0) return;
+  before_command();
+  vkCmdFillBuffer(commands_, dst.buffer->handle(), dst.offset, bytes, word);
+}
+
+VkDescriptorSet Recorder::allocate_set(VkDescriptorSetLayout layout) {
+  VkDescriptorSetAllocateInfo alloc{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+  alloc.descriptorSetCount = 1;
+  alloc.pSetLayouts = &layout;
+  VkDescriptorSet set = VK_NULL_HANDLE;
+  for (; current_pool_ < descriptor_pools_.size(); ++current_pool_) {
+    alloc.descriptorPool = descriptor_pools_[current_pool_];
+    const VkResult result = vkAllocateDescriptorSets(device_.device(), &alloc, &set);
+    if (result == VK_SUCCESS) return set;
+    if (result != VK_ERROR_OUT_OF_POOL_MEMORY && result != VK_ERROR_FRAGMENTED_POOL)
+      check(result, "vkAllocateDescriptorSets");
+  }
+  const VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kSetsPerPool * 8};
+  VkDescriptorPoolCreateInfo pool_info{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+  pool_info.maxSets = kSetsPerPool;
+  pool_info.poolSizeCount = 1;
+  pool_info.pPoolSizes = &size;
+  VkDescriptorPool pool = VK_NULL_HANDLE;
+  check(vkCreateDescriptorPool(device_.device(), &pool_info, nullptr, &pool), "vkCreateDescriptorPool");
+  descriptor_pools_.push_back(pool);
+  current_pool_ = descriptor_pools_.size() - 1;
+  alloc.descriptorPool = pool;
+  check(vkAllocateDescriptorSets(device_.device(), &alloc, &set), "vkAllocateDescriptorSets");
+  return set;
+}
+
+void Recorder::dispatch(const KernelSpec& spec, std::initializer_list<BufferSlice> buffers, const void* push,
+                        uint32_t groups_x, uint32_t groups_y, uint32_t groups_z) {
+  require(buffers.size() == spec.num_buffers, KVC_ERROR_INTERNAL, spec.shader + ": wrong number of buffers");
+  const Pipeline& pipeline = device_.pipelines().get(spec);
+  before_command();
+  const VkDescriptorSet set = allocate_set(pipeline.set_layout());
+  std::vector<VkDescriptorBufferInfo> infos;
+  std::vector<VkWriteDescriptorSet> writes;
+  infos.reserve(buffers.size());
+  for (const BufferSlice& slice : buffers) {
+    infos.push_back({slice.buffer->handle(), slice.offset, slice.size});
+    VkWriteDescriptorSet write{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+    write.dstSet = set;
+    write.dstBinding = static_cast<uint32_t>(writes.size());
+    write.descriptorCount = 1;
+    write.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    write.pBufferInfo = &infos.back();
+    writes.push_back(write);
+  }
+  vkUpdateDescriptorSets(device_.device(), static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
+  vkCmdBindPipeline(commands_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle());
+  vkCmdBindDescriptorSets(commands_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout(), 0, 1, &set, 0, nullptr);
+  if (spec.push_bytes)
+    vkCmdPushConstants(commands_, pipeline.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, spec.push_bytes, push);
+  if (groups_x && groups_y && groups_z) vkCmdDispatch(commands_, groups_x, groups_y, groups_z);
+}
+
+uint32_t Recorder::timestamp() {
+  require(queries_ != VK_NULL_HANDLE, KVC_ERROR_UNSUPPORTED, "the device's queue has no timestamp support");
+  require(timestamps_written_ < kMaxTimestamps, KVC_ERROR_INTERNAL, "too many timestamps in one submission");
+  before_command();
+  vkCmdWriteTimestamp(commands_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, timestamps_written_);
+  return timestamps_written_++;
+}
+
+VkCommandBuffer Recorder::raw_commands() {
+  before_command();
+  return commands_;
+}
+
+void Recorder::submit() {
+  require(recording_, KVC_ERROR_INTERNAL, "Recorder::submit without begin");
+  recording_ = false;
+  // Make transfer writes to staging visible to the host reads below.
+  VkMemoryBarrier to_host{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  to_host.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  to_host.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+  vkCmdPipelineBarrier(commands_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                       VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &to_host, 0, nullptr, 0, nullptr);
+  check(vkEndCommandBuffer(commands_), "vkEndCommandBuffer");
+  VkSubmitInfo info{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  info.commandBufferCount = 1;
+  info.pCommandBuffers = &commands_;
+  check(vkResetFences(device_.device(), 1, &fence_), "vkResetFences");
+  check(vkQueueSubmit(device_.queue(), 1, &info, fence_), "vkQueueSubmit");
+  check(vkWaitForFences(device_.device(), 1, &fence_, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+  for (const Readback& readback : readbacks_)
+    std::memcpy(readback.dst, static_cast<const char*>(readback.staging.buffer->mapped()) + readback.staging.offset,
+                readback.bytes);
+  readbacks_.clear();
+  timestamps_.assign(timestamps_written_, 0);
+  if (timestamps_written_)
+    check(vkGetQueryPoolResults(device_.device(), queries_, 0, timestamps_written_, timestamps_.size() * 8,
+                                timestamps_.data(), 8, VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
+          "vkGetQueryPoolResults");
+}
+
+double Recorder::elapsed_ns(uint32_t from, uint32_t to) const {
+  require(from < timestamps_.size() && to < timestamps_.size(), KVC_ERROR_INTERNAL, "timestamp index out of range");
+  return static_cast<double>(timestamps_[to] - timestamps_[from]) * device_.timestamp_period_ns();
+}
+
+}  // namespace kvc::vk

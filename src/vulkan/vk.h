@@ -1,0 +1,18 @@
+// The one place that includes Vulkan: through volk, so libkvc never links libvulkan and
+// loads it at run time instead.
+#pragma once
+
+#include <string>
+
+#include <volk.h>
+
+#include "common/error.h"
+
+namespace kvc::vk {
+
+const char* result_name(VkResult result);
+
+// Throws Error(KVC_ERROR_VULKAN or KVC_ERROR_OUT_OF_MEMORY) naming `what` unless result is VK_SUCCESS.
+void check(VkResult result, const char* what);
+
+}  // namespace kvc::vk

@@ -1,0 +1,68 @@
+#include "support/attention_case.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "support/test_support.h"
+
+namespace kvc::test {
+
+AttentionCase AttentionCase::random(const ops::AttentionShape& base_shape, float q_range) {
+  AttentionCase c;
+  c.shape = base_shape;
+  c.shape.slot_stride = base_shape.num_slots + 3;
+  const size_t dim = c.shape.head_dim;
+  c.q = random_floats(size_t(c.shape.num_queries) * c.shape.num_q_heads * dim, -q_range, q_range);
+  c.k = random_floats(size_t(c.shape.num_kv_heads) * c.shape.num_slots * dim);
+  c.v = random_floats(c.k.size(), 0.0f, 1.0f);
+  encode(c.q, c.shape.dtype);
+  encode(c.k, c.shape.dtype);
+  encode(c.v, c.shape.dtype);
+  c.positions.resize(size_t(c.shape.num_kv_heads) * c.shape.num_slots);
+  std::uniform_int_distribution<int32_t> gap(1, 3);
+  for (uint32_t kv = 0; kv < c.shape.num_kv_heads; ++kv) {
+    int32_t position = static_cast<int32_t>(kv * 5);
+    for (uint32_t slot = 0; slot < c.shape.num_slots; ++slot) {
+      c.positions[size_t(kv) * c.shape.num_slots + slot] = position;
+      position += gap(rng());
+    }
+  }
+  return c;
+}
+
+AttentionResult AttentionCase::run(Backend& backend, bool with_scores) const {
+  const size_t dim = shape.head_dim, elem = dtype_size(shape.dtype);
+  const size_t slots = shape.num_slots, stride = shape.slot_stride;
+  std::vector<float> q_copy = q;
+  const std::vector<unsigned char> q_bytes = encode(q_copy, shape.dtype);
+  // Strided [kv][stride][d] storage; the slack slots hold NaN, which must never be read.
+  std::vector<float> k_strided(shape.num_kv_heads * stride * dim, NAN), v_strided(k_strided.size(), NAN);
+  std::vector<int32_t> positions_strided(shape.num_kv_heads * stride, -1);
+  for (size_t kv = 0; kv < shape.num_kv_heads; ++kv) {
+    std::copy_n(&k[kv * slots * dim], slots * dim, &k_strided[kv * stride * dim]);
+    std::copy_n(&v[kv * slots * dim], slots * dim, &v_strided[kv * stride * dim]);
+    std::copy_n(&positions[kv * slots], slots, &positions_strided[kv * stride]);
+  }
+  const std::vector<unsigned char> k_bytes = encode(k_strided, shape.dtype), v_bytes = encode(v_strided, shape.dtype);
+  auto q_tensor = make_tensor(backend, q_bytes.data(), q_bytes.size());
+  auto k_tensor = make_tensor(backend, k_bytes.data(), k_bytes.size());
+  auto v_tensor = make_tensor(backend, v_bytes.data(), v_bytes.size());
+  auto positions_tensor = make_tensor(backend, positions_strided.data(), positions_strided.size() * 4);
+  const std::vector<uint32_t> turns = shape.rope.enabled() ? ops::rope_turn_table(shape.rope) : std::vector<uint32_t>{0, 0};
+  auto turns_tensor = make_tensor(backend, turns.data(), turns.size() * 4);
+  const size_t out_bytes = q_bytes.size(), score_bytes = shape.num_kv_heads * slots * 4;
+  auto out_tensor = make_poisoned(backend, out_bytes);
+  auto scores_tensor = make_poisoned(backend, score_bytes);
+
+  backend.begin();
+  ops::attention(backend, shape,
+                 {view(*q_tensor), view(*k_tensor), view(*v_tensor), view(*positions_tensor), view(*turns_tensor),
+                  view(*out_tensor), with_scores ? view(*scores_tensor) : View{}});
+  backend.submit();
+  AttentionResult result;
+  result.out = decode(read_tensor(backend, *out_tensor, out_bytes), shape.dtype);
+  if (with_scores) result.scores = decode(read_tensor(backend, *scores_tensor, score_bytes), Dtype::F32);
+  return result;
+}
+
+}  // namespace kvc::test

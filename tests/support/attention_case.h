@@ -1,0 +1,31 @@
+// One attention problem with random inputs, runnable on any backend: the same inputs go to
+// the CPU reference, the Vulkan op and the formula.
+#pragma once
+
+#include <vector>
+
+#include "ops/attention.h"
+
+namespace kvc::test {
+
+struct AttentionResult {
+  std::vector<float> out;     // [n][qh][d]
+  std::vector<float> scores;  // [kv][slots]
+};
+
+struct AttentionCase {
+  ops::AttentionShape shape;
+  std::vector<float> q;               // [n][qh][d], rounded to the dtype
+  std::vector<float> k, v;            // [kv][num_slots][d], rounded to the dtype
+  std::vector<int32_t> positions;     // [kv][num_slots]
+
+  // Random inputs: q in [-q_range, q_range] (larger gives peakier softmax), k in [-1, 1],
+  // v in [0, 1] (outputs of order 0.5, so relative errors are meaningful); positions grow
+  // with gaps, differently per kv head. slot_stride is num_slots + 3 to exercise strides.
+  static AttentionCase random(const ops::AttentionShape& shape, float q_range = 2.0f);
+
+  // Runs ops::attention on `backend` with poisoned outputs; scores when asked.
+  AttentionResult run(Backend& backend, bool with_scores) const;
+};
+
+}  // namespace kvc::test

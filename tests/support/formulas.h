@@ -1,0 +1,26 @@
+// The papers' formulas, written directly from their definitions in long double, with no code
+// shared with the library: what the CPU references are checked against.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ops/rope.h"
+
+namespace kvc::test {
+
+// RoPE of one row: pair (a, b) as x_a + i x_b times exp(i * position * theta^(-2j/r)).
+std::vector<float> rope_by_formula(const std::vector<float>& row, const ops::RopeParams& rope, int64_t position);
+
+struct DirectAttention {
+  std::vector<double> out;     // [n_queries][num_q_heads][head_dim]
+  std::vector<double> scores;  // [num_kv_heads][num_slots]
+};
+
+// softmax(q k^T / sqrt(d)) v per query row, causal over the chunk (the last n slots), RoPE
+// by formula with the slots' positions; q, out [n][qh][d]; k, v [kv][slots][d].
+DirectAttention attention_by_formula(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
+                                     const std::vector<int32_t>& positions, uint32_t num_q_heads, uint32_t num_kv_heads,
+                                     uint32_t head_dim, uint32_t num_queries, uint32_t num_slots, const ops::RopeParams& rope);
+
+}  // namespace kvc::test

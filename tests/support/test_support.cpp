@@ -1,0 +1,110 @@
+#include "support/test_support.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "vulkan/device.h"
+
+namespace kvc::test {
+
+uint64_t seed() {
+  static const uint64_t value = [] {
+    const char* fixed = std::getenv("KVC_TEST_SEED");
+    const uint64_t chosen = fixed ? std::strtoull(fixed, nullptr, 10) : std::random_device{}();
+    std::printf("[kvc tests] random seed %llu (set KVC_TEST_SEED to repeat)\n", static_cast<unsigned long long>(chosen));
+    return chosen;
+  }();
+  return value;
+}
+
+std::mt19937_64& rng() {
+  static std::mt19937_64 generator(seed());
+  return generator;
+}
+
+std::vector<float> random_floats(size_t count, float low, float high) {
+  std::uniform_real_distribution<float> distribution(low, high);
+  std::vector<float> values(count);
+  for (float& value : values) value = distribution(rng());
+  return values;
+}
+
+std::vector<unsigned char> encode(std::vector<float>& values, Dtype dtype) {
+  std::vector<unsigned char> bytes(values.size() * dtype_size(dtype));
+  for (size_t i = 0; i < values.size(); ++i) {
+    store_element(bytes.data(), dtype, i, values[i]);
+    values[i] = load_element(bytes.data(), dtype, i);
+  }
+  return bytes;
+}
+
+std::vector<float> decode(const std::vector<unsigned char>& bytes, Dtype dtype) {
+  std::vector<float> values(bytes.size() / dtype_size(dtype));
+  for (size_t i = 0; i < values.size(); ++i) values[i] = load_element(bytes.data(), dtype, i);
+  return values;
+}
+
+Backend& cpu_backend() {
+  static std::unique_ptr<Backend> backend = Backend::make_cpu();
+  return *backend;
+}
+
+Backend* vulkan_backend() {
+  static std::unique_ptr<Backend> backend = []() -> std::unique_ptr<Backend> {
+    vk::DeviceOptions options;
+    options.validation = true;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      try {
+        return Backend::make_vulkan(vk::Device::create(options));
+      } catch (const Error& error) {
+        if (error.status() != KVC_ERROR_UNSUPPORTED) return nullptr;
+        std::printf("[kvc tests] %s: running without validation\n", error.what());
+        options.validation = false;
+      }
+    }
+    return nullptr;
+  }();
+  return backend.get();
+}
+
+uint32_t validation_messages() { return vulkan_backend() ? vulkan_backend()->device().validation_messages() : 0; }
+std::string last_validation_message() { return vulkan_backend() ? vulkan_backend()->device().last_validation_message() : ""; }
+
+std::unique_ptr<Tensor> make_tensor(Backend& backend, const void* data, size_t bytes) {
+  auto tensor = std::make_unique<Tensor>(backend, bytes);
+  backend.begin();
+  backend.upload(data, bytes, *tensor, 0);
+  backend.submit();
+  return tensor;
+}
+
+std::unique_ptr<Tensor> make_poisoned(Backend& backend, size_t bytes) {
+  std::vector<uint32_t> words((bytes + 3) / 4, 0x7e007e00u);  // NaN as f32 and as both f16 halves
+  std::vector<unsigned char> poison(bytes);
+  std::memcpy(poison.data(), words.data(), bytes);
+  return make_tensor(backend, poison.data(), bytes);
+}
+
+std::vector<unsigned char> read_tensor(Backend& backend, const Tensor& tensor, size_t bytes) {
+  std::vector<unsigned char> data(bytes);
+  backend.begin();
+  backend.download(tensor, 0, data.data(), bytes);
+  backend.submit();
+  return data;
+}
+
+double relative_max_error(const std::vector<float>& actual, const std::vector<float>& reference) {
+  if (actual.size() != reference.size()) return INFINITY;
+  double max_error = 0.0, scale = 0.0;
+  for (size_t i = 0; i < actual.size(); ++i) {
+    if (!std::isfinite(actual[i])) return INFINITY;
+    max_error = std::max(max_error, std::fabs(double(actual[i]) - reference[i]));
+    scale = std::max(scale, std::fabs(double(reference[i])));
+  }
+  return scale > 0 ? max_error / scale : max_error;
+}
+
+}  // namespace kvc::test

@@ -1,0 +1,42 @@
+// Shared test helpers: seeded random data (the seed is printed), backends for CPU and Vulkan,
+// tensors filled from host vectors, poisoning, and error metrics with stated meaning.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "common/dtype.h"
+
+namespace kvc::test {
+
+// One generator per test run; KVC_TEST_SEED fixes the seed, otherwise it is fresh and printed.
+std::mt19937_64& rng();
+uint64_t seed();
+
+std::vector<float> random_floats(size_t count, float low = -1.0f, float high = 1.0f);
+// Values in dtype's storage, as bytes; `values` is rounded to the dtype in place so that the
+// CPU reference sees exactly what the GPU reads.
+std::vector<unsigned char> encode(std::vector<float>& values, Dtype dtype);
+std::vector<float> decode(const std::vector<unsigned char>& bytes, Dtype dtype);
+
+Backend& cpu_backend();
+// The Vulkan backend all GPU tests share (validation layer on when installed), or nullptr.
+Backend* vulkan_backend();
+// Validation-layer messages seen so far on the shared Vulkan backend, with the last one.
+uint32_t validation_messages();
+std::string last_validation_message();
+
+std::unique_ptr<Tensor> make_tensor(Backend& backend, const void* data, size_t bytes);
+// A tensor of `bytes` filled with NaN words (0x7fc00000 / 0x7e00 pairs), so unwritten outputs fail.
+std::unique_ptr<Tensor> make_poisoned(Backend& backend, size_t bytes);
+std::vector<unsigned char> read_tensor(Backend& backend, const Tensor& tensor, size_t bytes);
+
+// max |a - b| / max |b|: the error relative to the reference's scale (0 when both are 0);
+// NaN anywhere gives +inf.
+double relative_max_error(const std::vector<float>& actual, const std::vector<float>& reference);
+
+}  // namespace kvc::test
