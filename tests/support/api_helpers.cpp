@@ -1,0 +1,55 @@
+#include "support/api_helpers.h"
+
+#include <doctest/doctest.h>
+
+namespace kvc::test {
+
+ContextPtr make_context(kvc_backend backend) {
+  kvc_context_desc desc = kvc_context_desc_default();
+  desc.backend = backend;
+  desc.flags = backend == KVC_BACKEND_VULKAN ? KVC_CONTEXT_VALIDATION : 0;
+  kvc_context* context = nullptr;
+  kvc_status status = kvc_context_create(&desc, &context);
+  if (status == KVC_ERROR_UNSUPPORTED) {  // validation layer not installed
+    desc.flags = 0;
+    status = kvc_context_create(&desc, &context);
+  }
+  return ContextPtr(status == KVC_OK ? context : nullptr);
+}
+
+CachePtr make_cache(kvc_context* context, const kvc_cache_desc& desc) {
+  kvc_cache* cache = nullptr;
+  const kvc_status status = kvc_cache_create(context, &desc, &cache);
+  INFO(kvc_status_name(status), ": ", kvc_context_last_error(context));
+  REQUIRE(status == KVC_OK);
+  return CachePtr(cache);
+}
+
+kvc_cache_desc small_cache_desc(kvc_dtype dtype, uint32_t capacity) {
+  kvc_cache_desc desc = kvc_cache_desc_default();
+  desc.num_layers = 2;
+  desc.num_q_heads = 8;
+  desc.num_kv_heads = 2;
+  desc.head_dim = 64;
+  desc.dtype = dtype;
+  desc.capacity = capacity;
+  desc.rope_style = KVC_ROPE_NEOX;
+  return desc;
+}
+
+LayerSnapshot snapshot(kvc_cache* cache, uint32_t layer) {
+  LayerSnapshot shot;
+  REQUIRE(kvc_cache_layer_slots(cache, layer, &shot.slots) == KVC_OK);
+  kvc_cache_stats stats{sizeof(kvc_cache_stats)};
+  REQUIRE(kvc_cache_stats_get(cache, &stats) == KVC_OK);
+  const size_t row_bytes = stats.bytes_per_slot;  // an upper bound per slot, enough room
+  shot.k.resize(shot.slots * row_bytes + 1);
+  shot.v.resize(shot.slots * row_bytes + 1);
+  shot.positions.resize(shot.slots * 64 + 1);
+  // The dtype is whatever the cache stores: try both, one succeeds.
+  if (kvc_cache_read(cache, layer, shot.slots, KVC_DTYPE_F32, shot.k.data(), shot.v.data(), shot.positions.data()) != KVC_OK)
+    REQUIRE(kvc_cache_read(cache, layer, shot.slots, KVC_DTYPE_F16, shot.k.data(), shot.v.data(), shot.positions.data()) == KVC_OK);
+  return shot;
+}
+
+}  // namespace kvc::test

@@ -1,0 +1,39 @@
+// Helpers for tests that drive libkvc through its C API.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "kvc/kvc.h"
+
+namespace kvc::test {
+
+struct ContextDeleter {
+  void operator()(kvc_context* context) const { kvc_context_destroy(context); }
+};
+struct CacheDeleter {
+  void operator()(kvc_cache* cache) const { kvc_cache_destroy(cache); }
+};
+using ContextPtr = std::unique_ptr<kvc_context, ContextDeleter>;
+using CachePtr = std::unique_ptr<kvc_cache, CacheDeleter>;
+
+// A context on `backend` (VULKAN with validation when the layer is installed); null when
+// that backend is unavailable here.
+ContextPtr make_context(kvc_backend backend);
+CachePtr make_cache(kvc_context* context, const kvc_cache_desc& desc);
+
+// A small model-shaped descriptor: 2 layers, 8 q / 2 kv heads, head_dim 64, NeoX RoPE.
+kvc_cache_desc small_cache_desc(kvc_dtype dtype, uint32_t capacity);
+
+// Everything kvc_cache_read returns for one layer, plus the slot count.
+struct LayerSnapshot {
+  uint32_t slots = 0;
+  std::vector<unsigned char> k, v;
+  std::vector<int32_t> positions;
+  bool operator==(const LayerSnapshot& other) const {
+    return slots == other.slots && k == other.k && v == other.v && positions == other.positions;
+  }
+};
+LayerSnapshot snapshot(kvc_cache* cache, uint32_t layer);
+
+}  // namespace kvc::test
