@@ -1,0 +1,123 @@
+// The Vulkan runtime: VkFFT wired in (one smoke transform against the DCT formula), a context
+// over an application's own Vulkan objects, device choice by index, timestamps, pipeline reuse.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "support/api_helpers.h"
+#include "support/attention_case.h"
+#include "support/test_support.h"
+#include "vulkan/device.h"
+#include "vulkan/fft.h"
+#include "vulkan/pipeline.h"
+#include "vulkan/recorder.h"
+
+namespace kvc {
+
+TEST_CASE("VkFFT DCT-II smoke test against the formula, then DCT-III returns 2N x") {
+  Backend* gpu = test::vulkan_backend();
+  REQUIRE(gpu != nullptr);
+  const uint32_t length = 60, batch = 3;  // 60 = 4 * 3 * 5: a non-power-of-two VkFFT does in one upload
+  const std::vector<float> input = test::random_floats(size_t(length) * batch);
+  auto data = test::make_tensor(*gpu, input.data(), input.size() * 4);
+  vk::DctPlan& plan = gpu->dct_plans().get({length, batch});
+  gpu->begin();
+  plan.record(gpu->recorder(), {&data->buffer(), 0, input.size() * 4}, false);
+  gpu->submit();
+  const std::vector<float> forward = test::decode(test::read_tensor(*gpu, *data, input.size() * 4), Dtype::F32);
+  for (uint32_t b = 0; b < batch; ++b) {
+    for (uint32_t k = 0; k < length; ++k) {
+      // VkFFT's DCT-II is unnormalised: X_k = 2 sum_n x_n cos(pi k (2n + 1) / 2N) (../shared/GPU.md).
+      long double expected = 0;
+      for (uint32_t n = 0; n < length; ++n)
+        expected += 2.0L * input[b * length + n] * std::cos(M_PIl * k * (2 * n + 1) / (2.0L * length));
+      CHECK(forward[b * length + k] == doctest::Approx(static_cast<double>(expected)).epsilon(1e-4).scale(10));
+    }
+  }
+  gpu->begin();
+  plan.record(gpu->recorder(), {&data->buffer(), 0, input.size() * 4}, true);
+  gpu->submit();
+  const std::vector<float> round_trip = test::decode(test::read_tensor(*gpu, *data, input.size() * 4), Dtype::F32);
+  for (size_t i = 0; i < input.size(); ++i) CHECK(round_trip[i] == doctest::Approx(2.0 * length * input[i]).epsilon(1e-4).scale(10));
+  CHECK(gpu->dct_plans().plans_created() == 1);
+  gpu->dct_plans().get({length, batch});
+  CHECK(gpu->dct_plans().plans_created() == 1);  // plans are made once per shape
+  CHECK(test::validation_messages() == 0);
+}
+
+TEST_CASE("a context over the application's own Vulkan device runs attention") {
+  // The "application" here is a second kvc device; its raw handles are what an engine passes.
+  std::unique_ptr<vk::Device> application = vk::Device::create({});
+  kvc_vulkan_handles handles{sizeof(kvc_vulkan_handles)};
+  handles.instance = application->instance();
+  handles.physical_device = application->physical_device();
+  handles.device = application->device();
+  handles.queue = application->queue();
+  handles.queue_family_index = application->queue_family();
+  kvc_context* context = nullptr;
+  REQUIRE(kvc_context_create_from_vulkan(&handles, &context) == KVC_OK);
+  test::ContextPtr owned(context);
+  kvc_context_info info{sizeof(kvc_context_info)};
+  REQUIRE(kvc_context_info_get(context, &info) == KVC_OK);
+  CHECK(info.backend == KVC_BACKEND_VULKAN);
+  CHECK(std::string(info.device_name) == application->name());
+
+  const kvc_cache_desc desc = test::small_cache_desc(KVC_DTYPE_F32, 32);
+  test::CachePtr cache = test::make_cache(context, desc);
+  std::vector<float> kv = test::random_floats(5 * desc.num_kv_heads * desc.head_dim), q = test::random_floats(desc.num_q_heads * desc.head_dim);
+  std::vector<float> out(q.size(), NAN);
+  REQUIRE(kvc_cache_append(cache.get(), 0, 5, KVC_DTYPE_F32, kv.data(), kv.data()) == KVC_OK);
+  REQUIRE(kvc_attend(cache.get(), 0, 1, KVC_DTYPE_F32, q.data(), out.data(), nullptr) == KVC_OK);
+  for (float value : out) CHECK(std::isfinite(value));
+  cache.reset();
+  owned.reset();
+  CHECK(application->device() != VK_NULL_HANDLE);  // still the application's: libkvc did not destroy it
+
+  handles.device = nullptr;
+  CHECK(kvc_context_create_from_vulkan(&handles, &context) == KVC_ERROR_NULL_POINTER);
+}
+
+TEST_CASE("device index: in range selects, out of range is refused with a message") {
+  kvc_context_desc desc = kvc_context_desc_default();
+  desc.backend = KVC_BACKEND_VULKAN;
+  desc.device_index = 0;
+  kvc_context* context = nullptr;
+  REQUIRE(kvc_context_create(&desc, &context) == KVC_OK);
+  kvc_context_destroy(context);
+  desc.device_index = 999;
+  context = nullptr;
+  CHECK(kvc_context_create(&desc, &context) == KVC_ERROR_OUT_OF_RANGE);
+  CHECK(context == nullptr);
+  CHECK(std::string(kvc_last_create_error()).find("999") != std::string::npos);
+}
+
+TEST_CASE("timestamps measure GPU time and pipelines are built once per specialization") {
+  Backend* gpu = test::vulkan_backend();
+  REQUIRE(gpu != nullptr);
+  if (!gpu->device().supports_timestamps()) return;
+  std::vector<float> zeros(1 << 16);
+  auto tensor = test::make_tensor(*gpu, zeros.data(), zeros.size() * 4);
+  gpu->begin();
+  const uint32_t start = gpu->recorder().timestamp();
+  gpu->recorder().fill({&tensor->buffer(), 0, zeros.size() * 4}, zeros.size() * 4, 0x3f800000u);
+  const uint32_t end = gpu->recorder().timestamp();
+  gpu->submit();
+  CHECK(gpu->recorder().elapsed_ns(start, end) >= 0.0);
+  const std::vector<float> ones = test::decode(test::read_tensor(*gpu, *tensor, zeros.size() * 4), Dtype::F32);
+  CHECK(ones.front() == 1.0f);
+  CHECK(ones.back() == 1.0f);
+  ops::AttentionShape shape;
+  shape.num_q_heads = 4;
+  shape.num_kv_heads = 2;
+  shape.head_dim = 32;
+  shape.num_queries = 1;
+  shape.num_slots = 77;
+  test::AttentionCase::random(shape).run(*gpu, true);
+  const size_t pipelines = gpu->device().pipelines().size();
+  shape.num_slots = 1234;  // another length: the same pipelines serve it
+  test::AttentionCase::random(shape).run(*gpu, true);
+  CHECK(gpu->device().pipelines().size() == pipelines);
+}
+
+}  // namespace kvc
