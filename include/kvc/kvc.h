@@ -58,7 +58,8 @@ typedef enum kvc_status {
     KVC_ERROR_VULKAN = 11,          /* a Vulkan call failed; the message names it */
     KVC_ERROR_OUT_OF_MEMORY = 12,   /* host or device memory exhausted */
     KVC_ERROR_UNSUPPORTED = 13,     /* valid, but this build or device cannot do it */
-    KVC_ERROR_INTERNAL = 14         /* a bug in libkvc: please report it */
+    KVC_ERROR_INTERNAL = 14,        /* a bug in libkvc: please report it */
+    KVC_STATUS_MAX_ENUM = 0x7fffffff /* keeps the enum 32-bit and any value well-defined */
 } kvc_status;
 
 /* The status as a constant string, e.g. "KVC_ERROR_NULL_POINTER"; never NULL. */
@@ -72,7 +73,8 @@ typedef struct kvc_cache kvc_cache;
 typedef enum kvc_backend {
     KVC_BACKEND_AUTO = 0,   /* Vulkan if a device exists, else the CPU */
     KVC_BACKEND_VULKAN = 1, /* Vulkan or fail with KVC_ERROR_NO_VULKAN_LOADER / _NO_DEVICE */
-    KVC_BACKEND_CPU = 2     /* the CPU reference implementation */
+    KVC_BACKEND_CPU = 2,    /* the CPU reference implementation */
+    KVC_BACKEND_MAX_ENUM = 0x7fffffff
 } kvc_backend;
 
 /* Enable the Khronos validation layer; its messages are counted (kvc_context_info). The
@@ -139,17 +141,20 @@ KVC_API kvc_status kvc_context_info_get(kvc_context* context, kvc_context_info* 
 
 typedef enum kvc_dtype {
     KVC_DTYPE_F32 = 0,
-    KVC_DTYPE_F16 = 1
+    KVC_DTYPE_F16 = 1,
+    KVC_DTYPE_MAX_ENUM = 0x7fffffff
 } kvc_dtype;
 
 typedef enum kvc_policy {
-    KVC_POLICY_FULL = 0 /* keep every token up to `capacity` */
+    KVC_POLICY_FULL = 0, /* keep every token up to `capacity` */
+    KVC_POLICY_MAX_ENUM = 0x7fffffff
 } kvc_policy;
 
 typedef enum kvc_rope_style {
     KVC_ROPE_NONE = 0,       /* keys and queries arrive ready to use */
     KVC_ROPE_NEOX = 1,       /* rotate pairs (i, i + rotary_dims/2), as Llama and GPT-NeoX do */
-    KVC_ROPE_INTERLEAVED = 2 /* rotate pairs (2i, 2i + 1), as GPT-J does */
+    KVC_ROPE_INTERLEAVED = 2, /* rotate pairs (2i, 2i + 1), as GPT-J does */
+    KVC_ROPE_MAX_ENUM = 0x7fffffff
 } kvc_rope_style;
 
 typedef struct kvc_cache_desc {

@@ -9,6 +9,8 @@ std::unique_ptr<Policy> make_policy(const CacheConfig& config) {
     case KVC_POLICY_FULL:
       require(config.policy_params == nullptr, KVC_ERROR_INVALID_ARGUMENT, "KVC_POLICY_FULL takes no policy_params");
       return std::make_unique<FullPolicy>(config);
+    default:
+      break;
   }
   throw Error(KVC_ERROR_INVALID_ARGUMENT, "policy " + std::to_string(config.policy) + " is not a kvc_policy");
 }

@@ -107,9 +107,16 @@ std::unique_ptr<Device> Device::create(const DeviceOptions& options) {
           "no Vulkan driver found (vkCreateInstance: VK_ERROR_INCOMPATIBLE_DRIVER)");
   check(instance_result, "vkCreateInstance");
   volkLoadInstance(self->instance_);
-  if (validation)
-    check(vkCreateDebugUtilsMessengerEXT(self->instance_, &messenger_info, nullptr, &self->messenger_),
-          "vkCreateDebugUtilsMessengerEXT");
+  if (validation) {
+    // volk's globals follow the most recently loaded instance, and another instance may lack
+    // VK_EXT_debug_utils: keep this instance's own entry points.
+    auto create_messenger = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
+        vkGetInstanceProcAddr(self->instance_, "vkCreateDebugUtilsMessengerEXT"));
+    self->destroy_messenger_ = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(
+        vkGetInstanceProcAddr(self->instance_, "vkDestroyDebugUtilsMessengerEXT"));
+    require(create_messenger && self->destroy_messenger_, KVC_ERROR_VULKAN, "VK_EXT_debug_utils entry points missing");
+    check(create_messenger(self->instance_, &messenger_info, nullptr, &self->messenger_), "vkCreateDebugUtilsMessengerEXT");
+  }
 
   uint32_t count = 0;
   vkEnumeratePhysicalDevices(self->instance_, &count, nullptr);
@@ -196,7 +203,7 @@ Device::~Device() {
   pipelines_.reset();
   if (!owns_handles_) return;
   if (device_) vkDestroyDevice(device_, nullptr);
-  if (messenger_) vkDestroyDebugUtilsMessengerEXT(instance_, messenger_, nullptr);
+  if (messenger_) destroy_messenger_(instance_, messenger_, nullptr);
   if (instance_) vkDestroyInstance(instance_, nullptr);
 }
 

@@ -1,0 +1,97 @@
+#include "bench_harness.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "vulkan/buffer.h"
+#include "vulkan/device.h"
+#include "vulkan/recorder.h"
+
+namespace kvc::bench {
+
+double median_us(Backend& backend, const Timing& timing, const std::function<void()>& record) {
+  vk::Recorder& recorder = backend.recorder();
+  backend.begin();
+  for (int i = 0; i < timing.warmup; ++i) record();  // pipelines, caches and clocks warm up
+  backend.submit();
+  backend.begin();
+  std::vector<uint32_t> marks{recorder.timestamp()};
+  for (int i = 0; i < timing.repetitions; ++i) {
+    record();
+    marks.push_back(recorder.timestamp());
+  }
+  backend.submit();
+  std::vector<double> times;
+  for (size_t i = 1; i < marks.size(); ++i) times.push_back(recorder.elapsed_ns(marks[i - 1], marks[i]) / 1000.0);
+  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+  return times[times.size() / 2];
+}
+
+double copy_bandwidth_gbps(Backend& backend, const Timing& timing, size_t bytes) {
+  Tensor src(backend, bytes), dst(backend, bytes);
+  const double us = median_us(backend, timing, [&] { backend.copy(src, 0, dst, 0, bytes); });
+  return 2.0 * bytes / (us * 1e3);
+}
+
+void print_table(const Report& report, const Report* peer) {
+  std::printf("device: %s (%s), %s; measured copy bandwidth %.0f GB/s\n", report.device.c_str(), report.driver.c_str(),
+              report.date.c_str(), report.copy_gbps);
+  std::printf("%-28s %-44s %-5s %11s %11s %8s %8s", "op", "shape", "dtype", "time (us)", "MB moved", "GB/s", "% copy");
+  if (peer) std::printf(" %11s %9s", "peer (us)", "peer/kvc");
+  std::printf("\n");
+  for (const Row& row : report.rows) {
+    const double gbps = row.bytes / (row.median_us * 1e3);
+    std::printf("%-28s %-44s %-5s %11.1f %11.2f %8.0f %7.1f%%", row.name.c_str(), row.shape.c_str(), row.dtype.c_str(),
+                row.median_us, row.bytes / 1e6, gbps, 100.0 * gbps / report.copy_gbps);
+    if (peer) {
+      const auto match = std::find_if(peer->rows.begin(), peer->rows.end(), [&](const Row& p) {
+        return p.name == row.name && p.shape == row.shape && p.dtype == row.dtype;
+      });
+      if (match != peer->rows.end()) std::printf(" %11.1f %8.2fx", match->median_us, match->median_us / row.median_us);
+      else std::printf(" %11s %9s", "-", "-");
+    }
+    std::printf("\n");
+  }
+}
+
+std::string to_json(const Report& report) {
+  std::ostringstream out;
+  out << "{\n  \"device\": \"" << report.device << "\",\n  \"driver\": \"" << report.driver << "\",\n  \"date\": \""
+      << report.date << "\",\n  \"copy_gbps\": " << report.copy_gbps << ",\n  \"rows\": [\n";
+  for (size_t i = 0; i < report.rows.size(); ++i) {
+    const Row& row = report.rows[i];
+    const double gbps = row.bytes / (row.median_us * 1e3);
+    out << "    {\"name\": \"" << row.name << "\", \"shape\": \"" << row.shape << "\", \"dtype\": \"" << row.dtype
+        << "\", \"us\": " << row.median_us << ", \"bytes\": " << row.bytes << ", \"gbps\": " << gbps
+        << ", \"pct_copy\": " << 100.0 * gbps / report.copy_gbps << "}" << (i + 1 < report.rows.size() ? "," : "") << "\n";
+  }
+  out << "  ]\n}\n";
+  return out.str();
+}
+
+Report read_json(const std::string& path) {
+  std::ifstream file(path);
+  require(file.good(), KVC_ERROR_INVALID_ARGUMENT, "cannot read " + path);
+  std::stringstream text;
+  text << file.rdbuf();
+  const std::string json = text.str();
+  Report report;
+  std::smatch device;
+  if (std::regex_search(json, device, std::regex("\"device\"\\s*:\\s*\"([^\"]*)\""))) report.device = device[1];
+  const std::regex row_pattern(
+      "\\{\\s*\"name\"\\s*:\\s*\"([^\"]*)\"\\s*,\\s*\"shape\"\\s*:\\s*\"([^\"]*)\"\\s*,\\s*\"dtype\"\\s*:\\s*\"([^\"]*)\"\\s*,\\s*\"us\"\\s*:\\s*([0-9.eE+-]+)");
+  for (auto it = std::sregex_iterator(json.begin(), json.end(), row_pattern); it != std::sregex_iterator(); ++it) {
+    Row row;
+    row.name = (*it)[1];
+    row.shape = (*it)[2];
+    row.dtype = (*it)[3];
+    row.median_us = std::stod((*it)[4]);
+    report.rows.push_back(row);
+  }
+  return report;
+}
+
+}  // namespace kvc::bench

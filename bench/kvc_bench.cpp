@@ -1,0 +1,89 @@
+// kvc-bench: times libkvc's operations on the default Vulkan device with GPU timestamps
+// (warm-up, repetitions, median) and reports each as bytes moved, GB/s and the share of the
+// copy bandwidth it measures itself in the same run. Never part of the tests.
+//
+//   kvc-bench [--quick] [--reps N] [--json out.json] [--compare peer.json]
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <random>
+#include <string>
+
+#include "bench_rows.h"
+#include "vulkan/device.h"
+
+namespace kvc::bench {
+
+std::unique_ptr<Tensor> make_random(Backend& backend, size_t bytes, Dtype dtype) {
+  std::mt19937 generator(1234);
+  std::uniform_real_distribution<float> values(-1.0f, 1.0f);
+  std::vector<unsigned char> host(bytes);
+  for (size_t i = 0; i < bytes / dtype_size(dtype); ++i) store_element(host.data(), dtype, i, values(generator));
+  auto tensor = std::make_unique<Tensor>(backend, bytes);
+  backend.begin();
+  backend.upload(host.data(), bytes, *tensor, 0);
+  backend.submit();
+  return tensor;
+}
+
+namespace {
+
+std::string driver_info(const vk::Device& device) {
+  if (device.properties().apiVersion < VK_API_VERSION_1_2) return "driver " + std::to_string(device.properties().driverVersion);
+  VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+  VkPhysicalDeviceProperties2 properties{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+  properties.pNext = &driver;
+  vkGetPhysicalDeviceProperties2(device.physical_device(), &properties);
+  return std::string(driver.driverName) + " " + driver.driverInfo;
+}
+
+std::string today() {
+  char text[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(text, sizeof(text), "%Y-%m-%d", std::gmtime(&now));
+  return text;
+}
+
+int run(int argc, char** argv) {
+  bool quick = false;
+  Timing timing;
+  std::string json_path, compare_path;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--quick") quick = true;
+    else if (arg == "--reps" && i + 1 < argc) timing.repetitions = std::max(1, std::atoi(argv[++i]));
+    else if (arg == "--json" && i + 1 < argc) json_path = argv[++i];
+    else if (arg == "--compare" && i + 1 < argc) compare_path = argv[++i];
+    else {
+      std::fprintf(stderr, "usage: kvc-bench [--quick] [--reps N] [--json out.json] [--compare peer.json]\n");
+      return 2;
+    }
+  }
+  std::unique_ptr<Backend> backend = Backend::make_vulkan(vk::Device::create({}));
+  require(backend->device().supports_timestamps(), KVC_ERROR_UNSUPPORTED, "the device's queue has no timestamps");
+  Report report;
+  report.device = backend->device_name();
+  report.driver = driver_info(backend->device());
+  report.date = today();
+  const bool small_device = backend->device().properties().deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU || quick;
+  report.copy_gbps = copy_bandwidth_gbps(*backend, timing, small_device ? (size_t(64) << 20) : (size_t(1) << 30));
+  add_attention_rows(*backend, timing, quick, report);
+  Report peer;
+  if (!compare_path.empty()) peer = read_json(compare_path);
+  print_table(report, compare_path.empty() ? nullptr : &peer);
+  if (!json_path.empty()) std::ofstream(json_path) << to_json(report);
+  return 0;
+}
+
+}  // namespace
+}  // namespace kvc::bench
+
+int main(int argc, char** argv) {
+  try {
+    return kvc::bench::run(argc, argv);
+  } catch (const kvc::Error& error) {
+    std::fprintf(stderr, "kvc-bench: %s: %s\n", kvc_status_name(error.status()), error.what());
+    return 1;
+  }
+}

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""The peer: what users run today. Times the same shapes as kvc-bench with PyTorch on the same
+GPU (CUDA events, warm-up, median) and writes kvc-bench's JSON, so that
+`kvc-bench --compare peer.json` prints both side by side. Needs PyTorch and a CUDA GPU.
+
+    python3 bench/peers/peer_bench.py [--quick] [--json peer.json]
+"""
+import argparse
+import datetime
+import importlib
+import json
+import pathlib
+import statistics
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention.bias import causal_lower_right
+
+DTYPES = {"f16": torch.float16, "f32": torch.float32}
+
+
+def median_us(step, warmup=3, repetitions=25):
+    for _ in range(warmup):
+        step()
+    times = []
+    for _ in range(repetitions):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        step()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1000.0)
+    return statistics.median(times)
+
+
+def copy_gbps(nbytes=1 << 30):
+    src = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    return 2 * nbytes / (median_us(lambda: dst.copy_(src)) * 1e3)
+
+
+def attention_row(name, length, queries, dtype, q_heads=32, kv_heads=8, dim=128):
+    t = DTYPES[dtype]
+    q = torch.rand(1, q_heads, queries, dim, device="cuda", dtype=t) * 2 - 1
+    k = torch.rand(1, kv_heads, length, dim, device="cuda", dtype=t) * 2 - 1
+    v = torch.rand_like(k)
+    # A chunk attends causally over everything cached before it: the mask is aligned bottom-right.
+    mask = causal_lower_right(queries, length) if queries > 1 else None
+    step = lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+    elem = q.element_size()
+    return {"name": name, "shape": f"L={length} n={queries} qh={q_heads} kvh={kv_heads} d={dim}", "dtype": dtype,
+            "us": median_us(step), "bytes": 2.0 * kv_heads * length * dim * elem + 2.0 * queries * q_heads * dim * elem}
+
+
+def policy_rows(quick):
+    """Rows of the policies' own PyTorch formulations (bench/peers/<policy>_torch.py), each
+    module exposing ROWS: a list of (name, shape string, dtype, kwargs) and make_step."""
+    rows = []
+    here = pathlib.Path(__file__).parent
+    sys.path.insert(0, str(here))
+    for path in sorted(here.glob("*_torch.py")):
+        module = importlib.import_module(path.stem)
+        for name, shape, dtype, kwargs in getattr(module, "ROWS", []):
+            if quick and kwargs.get("heavy"):
+                continue
+            step = module.make_step("cuda", DTYPES[dtype], **{k: v for k, v in kwargs.items() if k != "heavy"})
+            rows.append({"name": name, "shape": shape, "dtype": dtype, "us": median_us(step), "bytes": 0})
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--json", default="peer.json")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    lengths = [4096] if args.quick else [4096, 32768, 131072]
+    rows = []
+    for dtype in ("f16", "f32"):
+        for length in lengths:
+            rows.append(attention_row("decode_attention", length, 1, dtype))
+    queries = 128 if args.quick else 2048
+    rows.append(attention_row("prefill_attention", (1024 if args.quick else 32768) + queries, queries, "f16"))
+    rows += policy_rows(args.quick)
+    report = {"device": torch.cuda.get_device_name(), "driver": f"torch {torch.__version__}, CUDA {torch.version.cuda}",
+              "date": datetime.date.today().isoformat(), "copy_gbps": copy_gbps(), "rows": rows}
+    pathlib.Path(args.json).write_text(json.dumps(report, indent=2))
+    for row in rows:
+        print(f"{row['name']:<28} {row['shape']:<44} {row['dtype']:<5} {row['us']:10.1f} us")
+
+
+if __name__ == "__main__":
+    main()

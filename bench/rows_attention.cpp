@@ -1,0 +1,66 @@
+// kvc-bench rows for attention: decode (flash-decoding) at three cache lengths and a causal
+// prefill chunk over a long cache, in the shape the issue fixes (32 q / 8 kv heads, d = 128).
+#include <cmath>
+
+#include "bench_rows.h"
+#include "ops/attention.h"
+
+namespace kvc::bench {
+namespace {
+
+struct AttentionBuffers {
+  std::unique_ptr<Tensor> q, k, v, positions, out;
+};
+
+AttentionBuffers allocate(Backend& backend, const ops::AttentionShape& shape) {
+  const size_t elem = dtype_size(shape.dtype);
+  const size_t kv_bytes = size_t(shape.num_kv_heads) * shape.slot_stride * shape.head_dim * elem;
+  const size_t q_bytes = size_t(shape.num_queries) * shape.num_q_heads * shape.head_dim * elem;
+  AttentionBuffers buffers;
+  buffers.q = make_random(backend, q_bytes, shape.dtype);
+  buffers.k = make_random(backend, kv_bytes, shape.dtype);
+  buffers.v = make_random(backend, kv_bytes, shape.dtype);
+  buffers.positions = std::make_unique<Tensor>(backend, size_t(shape.num_kv_heads) * shape.slot_stride * 4);
+  buffers.out = std::make_unique<Tensor>(backend, q_bytes);
+  return buffers;
+}
+
+Row time_attention(Backend& backend, const Timing& timing, const ops::AttentionShape& shape, const char* name) {
+  AttentionBuffers b = allocate(backend, shape);
+  const ops::AttentionArgs args{view(*b.q), view(*b.k), view(*b.v), view(*b.positions), View{}, view(*b.out), View{}};
+  Row row;
+  row.name = name;
+  row.shape = "L=" + std::to_string(shape.num_slots) + " n=" + std::to_string(shape.num_queries) + " qh=" +
+              std::to_string(shape.num_q_heads) + " kvh=" + std::to_string(shape.num_kv_heads) + " d=" +
+              std::to_string(shape.head_dim);
+  row.dtype = dtype_name(shape.dtype);
+  row.median_us = median_us(backend, timing, [&] { ops::attention(backend, shape, args); });
+  const size_t elem = dtype_size(shape.dtype);
+  row.bytes = 2.0 * shape.num_kv_heads * shape.num_slots * shape.head_dim * elem +            // K and V, once
+              2.0 * shape.num_queries * shape.num_q_heads * shape.head_dim * elem;            // Q in, O out
+  return row;
+}
+
+}  // namespace
+
+void add_attention_rows(Backend& backend, const Timing& timing, bool quick, Report& report) {
+  ops::AttentionShape shape;
+  shape.num_q_heads = 32;
+  shape.num_kv_heads = 8;
+  shape.head_dim = 128;
+  const std::vector<uint32_t> lengths = quick ? std::vector<uint32_t>{4096} : std::vector<uint32_t>{4096, 32768, 131072};
+  for (Dtype dtype : {Dtype::F16, Dtype::F32}) {
+    shape.dtype = dtype;
+    for (uint32_t length : lengths) {
+      shape.num_queries = 1;
+      shape.num_slots = shape.slot_stride = length;
+      report.rows.push_back(time_attention(backend, timing, shape, "decode_attention"));
+    }
+  }
+  shape.dtype = Dtype::F16;
+  shape.num_queries = quick ? 128 : 2048;
+  shape.num_slots = shape.slot_stride = (quick ? 1024 : 32768) + shape.num_queries;
+  report.rows.push_back(time_attention(backend, timing, shape, "prefill_attention"));
+}
+
+}  // namespace kvc::bench
