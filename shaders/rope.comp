@@ -27,20 +27,22 @@ layout(push_constant) uniform Push {
 const uint kItemsPerRow = ROTARY_DIMS / 2 + (HEAD_DIM - ROTARY_DIMS);
 
 void main() {
-  const uint item = gl_GlobalInvocationID.x;
-  const uint row = item / kItemsPerRow;
-  if (row >= push.num_rows) return;
-  const uint k = item % kItemsPerRow;
-  const uint base = row * HEAD_DIM;
-  if (k < ROTARY_DIMS / 2) {
-    const uvec2 dims = rope_pair_dims(k);
-    const uint position = uint(positions[push.positions_first + row / push.num_heads]);
-    const vec2 x = vec2(KVC_LOAD_ELEMENT(in_words, IN_F16, base + dims.x), KVC_LOAD_ELEMENT(in_words, IN_F16, base + dims.y));
-    const vec2 y = rope_rotate(x, rope_cos_sin(position, turns[k])) * push.out_scale;
-    out_values[base + dims.x] = y.x;
-    out_values[base + dims.y] = y.y;
-  } else {
-    const uint d = ROTARY_DIMS + (k - ROTARY_DIMS / 2);
-    out_values[base + d] = KVC_LOAD_ELEMENT(in_words, IN_F16, base + d) * push.out_scale;
+  // Grid-stride: a dispatch is capped at 65535 workgroups, a long chunk has more items.
+  const uint items = push.num_rows * kItemsPerRow;
+  for (uint item = gl_GlobalInvocationID.x; item < items; item += gl_NumWorkGroups.x * gl_WorkGroupSize.x) {
+    const uint row = item / kItemsPerRow;
+    const uint k = item % kItemsPerRow;
+    const uint base = row * HEAD_DIM;
+    if (k < ROTARY_DIMS / 2) {
+      const uvec2 dims = rope_pair_dims(k);
+      const uint position = uint(positions[push.positions_first + row / push.num_heads]);
+      const vec2 x = vec2(KVC_LOAD_ELEMENT(in_words, IN_F16, base + dims.x), KVC_LOAD_ELEMENT(in_words, IN_F16, base + dims.y));
+      const vec2 y = rope_rotate(x, rope_cos_sin(position, turns[k])) * push.out_scale;
+      out_values[base + dims.x] = y.x;
+      out_values[base + dims.y] = y.y;
+    } else {
+      const uint d = ROTARY_DIMS + (k - ROTARY_DIMS / 2);
+      out_values[base + d] = KVC_LOAD_ELEMENT(in_words, IN_F16, base + d) * push.out_scale;
+    }
   }
 }

@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "ops/rope.h"
 #include "ops/vulkan_args.h"
 
@@ -25,7 +27,7 @@ void rope_vulkan(Backend& backend, const RopeShape& shape, const RopeArgs& args)
                       static_cast<uint32_t>(args.positions.offset / sizeof(int32_t))};
   const uint64_t items = uint64_t(push.num_rows) * (rotary_dims / 2 + shape.head_dim - rotary_dims);
   backend.recorder().dispatch(spec, {slice(args.in), slice(positions), slice_or(args.turn_table, args.out), slice(args.out)},
-                    &push, group_count(items, kWorkgroupSize));
+                    &push, std::min<uint32_t>(group_count_unbounded(items, kWorkgroupSize), 65535u));
 }
 
 }  // namespace kvc::ops

@@ -1,7 +1,9 @@
 // Turning op operands (Views) into Vulkan bindings; used by the ops' Vulkan implementations only.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "backend/backend.h"
 #include "vulkan/buffer.h"
@@ -18,6 +20,11 @@ inline vk::BufferSlice slice(const View& view) {
 // is told (by a constant or push value) not to touch it.
 inline vk::BufferSlice slice_or(const View& view, const View& stand_in) {
   return view ? slice(view) : slice(stand_in);
+}
+
+// Workgroups to cover `items`, for kernels that loop over whatever one dispatch cannot reach.
+inline uint32_t group_count_unbounded(uint64_t items, uint32_t group_size) {
+  return static_cast<uint32_t>(std::min<uint64_t>((items + group_size - 1) / group_size, UINT32_MAX));
 }
 
 inline uint32_t group_count(uint64_t items, uint32_t group_size) {
