@@ -1,25 +1,33 @@
 #version 450
 // Flash-decoding, pass 1: one query token; workgroup (split, kv head, query-head block) reads
 // its split of the kv head's slots once for up to GROUP_BLOCK query heads (GQA) and writes an
-// unnormalised partial (running max m, sum l, accumulator) per query head for
-// attention_merge. Phase A: one thread per key computes the block's scores into shared
-// memory; phase B: threads own 4 dims of V and a subset of the tile's keys, with an online
-// softmax each; the key lanes are combined at the end.
+// unnormalised partial (running max m, sum l, accumulator) per query head for attention_merge.
+//
+// Phase A: LANES threads share a key, each with one 16-byte chunk of it (so a warp reads whole
+// rows, coalesced), multiply by the queries' matching chunks and reduce across the lanes
+// (subgroup shuffles where the subgroup holds a key's lanes, shared memory otherwise); the
+// tile's scores land in shared memory. Phase B: threads own one 16-byte chunk of V and every
+// KEY_LANES-th key of the tile, with an online softmax each; the key lanes are combined at the
+// end. See ../shared/GPU.md and docs/benchmarks.md for the measurements behind the shape.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
 
-layout(local_size_x_id = 0) in;  // also the keys per tile
+layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint HEAD_DIM = 128;
 layout(constant_id = 2) const uint GROUP_BLOCK = 4;
 layout(constant_id = 3) const bool KV_F16 = false;
 layout(constant_id = 4) const uint ROPE_STYLE = 0;
 layout(constant_id = 5) const uint ROTARY_DIMS = 0;
+layout(constant_id = 6) const uint TILE = 64;  // keys per tile, a multiple of KEYS_PER_PASS
 
 #include "elements.glsl"
 #include "rope.glsl"
 
 layout(binding = 0) readonly buffer Query { float q_rot[]; };  // [num_q_heads][HEAD_DIM], rotated, scaled
-layout(binding = 1) readonly buffer Keys { uint k_words[]; };
-layout(binding = 2) readonly buffer Values { uint v_words[]; };
+layout(binding = 1) readonly buffer Keys { uvec4 k_vec[]; };
+layout(binding = 1) readonly buffer KeyWords { uint k_words[]; };  // the same keys, for RoPE partners
+layout(binding = 2) readonly buffer Values { uvec4 v_vec[]; };
 layout(binding = 3) readonly buffer Positions { int positions[]; };
 layout(binding = 4) readonly buffer Turns { uvec2 turns[]; };
 layout(binding = 5) writeonly buffer Partials { float partials[]; };  // [num_q_heads][num_splits][HEAD_DIM + 2]
@@ -32,17 +40,54 @@ layout(push_constant) uniform Push {
   uint group_size;
 } push;
 
-#include "key_chunk.glsl"
-
 const uint WG = gl_WorkGroupSize.x;
-const uint CHUNKS = HEAD_DIM / 4;
-const uint KEY_LANES = WG / CHUNKS;
+const uint VEC = KV_F16 ? 8 : 4;          // elements in 16 bytes
+const uint LANES = HEAD_DIM / VEC;        // threads per key (phase A) or per V row (phase B)
+const uint KEYS_PER_PASS = WG / LANES;
+const uint KEY_LANES = WG / LANES;        // phase B: threads sharing a V chunk
+const bool POW2_LANES = (LANES & (LANES - 1)) == 0;
 
-shared vec4 q_s[GROUP_BLOCK * CHUNKS];
-shared float score_s[GROUP_BLOCK * WG];
+shared float score_s[GROUP_BLOCK * TILE];
+shared float partial_s[GROUP_BLOCK * WG];  // phase A reduction when shuffles cannot do it
 shared float red_m[WG];
 shared float red_l[WG];
-shared vec4 red_acc[WG];
+shared vec4 red_acc[2 * WG];
+
+// 16 bytes of a K or V row as VEC floats (elements 0..3 in lo, 4..7 in hi for f16).
+void unpack_chunk(uvec4 words, out vec4 lo, out vec4 hi) {
+  if (KV_F16) {
+    lo = vec4(unpackHalf2x16(words.x), unpackHalf2x16(words.y));
+    hi = vec4(unpackHalf2x16(words.z), unpackHalf2x16(words.w));
+  } else {
+    lo = uintBitsToFloat(words);
+    hi = vec4(0);
+  }
+}
+
+// Rotates the key chunk starting at dim `first` (elements in lo/hi) to `position`.
+void rotate_key_chunk(uint row_element, uint first, uint position, inout vec4 lo, inout vec4 hi) {
+  const vec4 lo_in = lo, hi_in = hi;  // partners are read before rotation
+  for (uint e = 0; e < VEC; ++e) {
+    const uint d = first + e;
+    if (d >= ROTARY_DIMS) break;
+    const float x = e < 4 ? lo_in[e] : hi_in[e - 4];
+    float y;
+    if (ROPE_STYLE == 2) {  // interleaved: the partner is the other element of the pair, in this chunk
+      const uint partner_e = e ^ 1u;
+      const float partner = partner_e < 4 ? lo_in[partner_e] : hi_in[partner_e - 4];
+      const vec2 cs = rope_cos_sin(position, turns[d / 2]);
+      y = (d & 1u) == 0 ? x * cs.x - partner * cs.y : partner * cs.y + x * cs.x;
+    } else {  // NeoX: d < R/2 pairs with d + R/2, which lives in another lane's chunk
+      const uint half_dims = ROTARY_DIMS / 2;
+      const bool low = d < half_dims;
+      const float partner = KVC_LOAD_ELEMENT(k_words, KV_F16, row_element + (low ? d + half_dims : d - half_dims));
+      const vec2 cs = rope_cos_sin(position, turns[low ? d : d - half_dims]);
+      y = low ? x * cs.x - partner * cs.y : partner * cs.y + x * cs.x;
+    }
+    if (e < 4) lo[e] = y;
+    else hi[e - 4] = y;
+  }
+}
 
 void main() {
   const uint split = gl_WorkGroupID.x;
@@ -51,59 +96,84 @@ void main() {
   const uint heads_here = min(GROUP_BLOCK, push.group_size - first_head);
   const uint t = gl_LocalInvocationID.x;
   const uint q_head0 = kv_head * push.group_size + first_head;
+  const uint lane = t % LANES;
+  const uint key_in_pass = t / LANES;  // phase A: which key of the pass; phase B: key lane
+  const bool has_lane = key_in_pass < KEYS_PER_PASS;
+  const bool shuffle_reduce = POW2_LANES && gl_SubgroupSize >= LANES;
 
-  for (uint i = t; i < GROUP_BLOCK * CHUNKS; i += WG) {
-    const uint g = i / CHUNKS;
-    const uint e = (q_head0 + g) * HEAD_DIM + (i % CHUNKS) * 4;
-    q_s[i] = g < heads_here ? vec4(q_rot[e], q_rot[e + 1], q_rot[e + 2], q_rot[e + 3]) : vec4(0);
+  // This thread's chunk of every query head of the block, in registers.
+  vec4 q_lo[GROUP_BLOCK];
+  vec4 q_hi[GROUP_BLOCK];
+  for (uint g = 0; g < GROUP_BLOCK; ++g) {
+    const uint e = (q_head0 + g) * HEAD_DIM + lane * VEC;
+    const bool real = g < heads_here && has_lane;
+    q_lo[g] = real ? vec4(q_rot[e], q_rot[e + 1], q_rot[e + 2], q_rot[e + 3]) : vec4(0);
+    q_hi[g] = real && KV_F16 ? vec4(q_rot[e + 4], q_rot[e + 5], q_rot[e + 6], q_rot[e + 7]) : vec4(0);
   }
-  barrier();
 
   const uint begin = split * push.split_len;
   const uint end = min(begin + push.split_len, push.num_slots);
   const uint slot_base = kv_head * push.slot_stride;
-  const uint chunk = t % CHUNKS;
-  const uint key_lane = t / CHUNKS;
-  const bool accumulates = key_lane < KEY_LANES;
 
   float m[GROUP_BLOCK];
   float l[GROUP_BLOCK];
-  vec4 acc[GROUP_BLOCK];
+  vec4 acc_lo[GROUP_BLOCK];
+  vec4 acc_hi[GROUP_BLOCK];
   for (uint g = 0; g < GROUP_BLOCK; ++g) {
     m[g] = KVC_NEG_INF;
     l[g] = 0.0;
-    acc[g] = vec4(0);
+    acc_lo[g] = vec4(0);
+    acc_hi[g] = vec4(0);
   }
 
-  for (uint tile = begin; tile < end; tile += WG) {
-    const uint slot = tile + t;
-    if (slot < end) {
-      const uint row = (slot_base + slot) * HEAD_DIM;
-      const uint position = ROPE_STYLE != 0 ? uint(positions[slot_base + slot]) : 0u;
+  for (uint tile = begin; tile < end; tile += TILE) {
+    const uint tile_keys = min(TILE, end - tile);
+    for (uint pass = 0; pass < TILE; pass += KEYS_PER_PASS) {
+      const uint j = pass + key_in_pass;  // key within the tile
       float dots[GROUP_BLOCK];
       for (uint g = 0; g < GROUP_BLOCK; ++g) dots[g] = 0.0;
-      for (uint c = 0; c < CHUNKS; ++c) {
-        const vec4 key = key_chunk(row, c * 4, position);
-        for (uint g = 0; g < GROUP_BLOCK; ++g) dots[g] += dot(key, q_s[g * CHUNKS + c]);
+      if (has_lane && j < tile_keys) {
+        const uint slot = slot_base + tile + j;
+        vec4 lo, hi;
+        unpack_chunk(k_vec[(slot * HEAD_DIM) / VEC + lane], lo, hi);
+        if (ROPE_STYLE != 0) rotate_key_chunk(slot * HEAD_DIM, lane * VEC, uint(positions[slot]), lo, hi);
+        for (uint g = 0; g < GROUP_BLOCK; ++g) dots[g] = dot(lo, q_lo[g]) + dot(hi, q_hi[g]);
       }
-      for (uint g = 0; g < GROUP_BLOCK; ++g) score_s[g * WG + t] = dots[g];
+      if (shuffle_reduce) {
+        for (uint g = 0; g < GROUP_BLOCK; ++g)
+          for (uint mask = LANES / 2; mask > 0; mask /= 2) dots[g] += subgroupShuffleXor(dots[g], mask);
+        if (has_lane && lane == 0 && j < TILE)
+          for (uint g = 0; g < GROUP_BLOCK; ++g) score_s[g * TILE + j] = dots[g];
+      } else {
+        for (uint g = 0; g < GROUP_BLOCK; ++g) partial_s[g * WG + t] = dots[g];
+        barrier();
+        if (t < KEYS_PER_PASS * GROUP_BLOCK) {
+          const uint g = t / KEYS_PER_PASS, key = t % KEYS_PER_PASS;
+          float total = 0.0;
+          for (uint i = 0; i < LANES; ++i) total += partial_s[g * WG + key * LANES + i];
+          if (pass + key < TILE) score_s[g * TILE + pass + key] = total;
+        }
+        barrier();
+      }
     }
     barrier();
-    if (accumulates) {
-      const uint tile_keys = min(WG, end - tile);
-      for (uint j = key_lane; j < tile_keys; j += KEY_LANES) {
-        const vec4 value = KVC_LOAD_VEC4(v_words, KV_F16, (slot_base + tile + j) * HEAD_DIM + chunk * 4);
+    if (has_lane) {
+      for (uint j = key_in_pass; j < tile_keys; j += KEY_LANES) {
+        vec4 v_lo, v_hi;
+        unpack_chunk(v_vec[((slot_base + tile + j) * HEAD_DIM) / VEC + lane], v_lo, v_hi);
         for (uint g = 0; g < GROUP_BLOCK; ++g) {
-          const float s = score_s[g * WG + j];
+          const float s = score_s[g * TILE + j];
           if (s > m[g]) {
             const float correction = exp(m[g] - s);
             l[g] *= correction;
-            acc[g] *= correction;
+            acc_lo[g] *= correction;
+            acc_hi[g] *= correction;
             m[g] = s;
           }
           const float p = exp(s - m[g]);
           l[g] += p;
-          acc[g] += p * value;
+          acc_lo[g] += p * v_lo;
+          acc_hi[g] += p * v_hi;
         }
       }
     }
@@ -113,24 +183,27 @@ void main() {
   for (uint g = 0; g < heads_here; ++g) {
     red_m[t] = m[g];
     red_l[t] = l[g];
-    red_acc[t] = acc[g];
+    red_acc[2 * t] = acc_lo[g];
+    red_acc[2 * t + 1] = acc_hi[g];
     barrier();
-    if (key_lane == 0) {
+    if (key_in_pass == 0) {
       float m_all = KVC_NEG_INF;
-      for (uint lane = 0; lane < KEY_LANES; ++lane) m_all = max(m_all, red_m[lane * CHUNKS + chunk]);
+      for (uint k = 0; k < KEY_LANES; ++k) m_all = max(m_all, red_m[k * LANES + lane]);
       float l_all = 0.0;
-      vec4 acc_all = vec4(0);
-      for (uint lane = 0; lane < KEY_LANES; ++lane) {
-        const float w = exp(red_m[lane * CHUNKS + chunk] - m_all);
-        l_all += red_l[lane * CHUNKS + chunk] * w;
-        acc_all += red_acc[lane * CHUNKS + chunk] * w;
+      vec4 lo_all = vec4(0), hi_all = vec4(0);
+      for (uint k = 0; k < KEY_LANES; ++k) {
+        const uint from = k * LANES + lane;
+        const float w = exp(red_m[from] - m_all);
+        l_all += red_l[from] * w;
+        lo_all += red_acc[2 * from] * w;
+        hi_all += red_acc[2 * from + 1] * w;
       }
       const uint base = ((q_head0 + g) * push.num_splits + split) * (HEAD_DIM + 2);
-      if (chunk == 0) {
+      if (lane == 0) {
         partials[base] = m_all;
         partials[base + 1] = l_all;
       }
-      for (uint e = 0; e < 4; ++e) partials[base + 2 + chunk * 4 + e] = acc_all[e];
+      for (uint e = 0; e < VEC; ++e) partials[base + 2 + lane * VEC + e] = e < 4 ? lo_all[e] : hi_all[e - 4];
     }
     barrier();
   }

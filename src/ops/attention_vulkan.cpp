@@ -9,7 +9,8 @@
 namespace kvc::ops {
 namespace {
 
-constexpr uint32_t kDecodeWorkgroup = 128;  // threads, and keys per tile
+constexpr uint32_t kDecodeWorkgroup = 128;
+constexpr uint32_t kDecodeTileKeys = 64;   // scores kept in shared memory between the phases
 constexpr uint32_t kDecodeGroupBlock = 8;   // query heads sharing one read of K/V per workgroup
 constexpr uint32_t kDecodeTargetGroups = 1024;  // enough workgroups to fill a large GPU
 constexpr uint32_t kMergeWorkgroup = 64;
@@ -51,14 +52,18 @@ void attention_vulkan(Backend& backend, const AttentionShape& shape, const Atten
   if (shape.num_queries == 1) {
     const uint32_t group_block = std::min(group, kDecodeGroupBlock);
     const uint32_t head_blocks = (group + group_block - 1) / group_block;
-    const uint32_t tiles = (shape.num_slots + kDecodeWorkgroup - 1) / kDecodeWorkgroup;
+    // A key is read by head_dim / (elements per 16 bytes) threads at once; a tile is a whole
+    // number of such passes, about kDecodeTileKeys keys.
+    const uint32_t keys_per_pass = kDecodeWorkgroup / (dim / (f16 ? 8 : 4));
+    const uint32_t tile = keys_per_pass * ((kDecodeTileKeys + keys_per_pass - 1) / keys_per_pass);
+    const uint32_t tiles = (shape.num_slots + tile - 1) / tile;
     const uint32_t splits_wanted = std::max(1u, kDecodeTargetGroups / (shape.num_kv_heads * head_blocks));
     const uint32_t tiles_per_split = (tiles + splits_wanted - 1) / splits_wanted;
-    const uint32_t split_len = tiles_per_split * kDecodeWorkgroup;
+    const uint32_t split_len = tiles_per_split * tile;
     const uint32_t num_splits = (shape.num_slots + split_len - 1) / split_len;
     Tensor& partials = backend.scratch(ScratchId::AttentionPartials, size_t(shape.num_q_heads) * num_splits * (dim + 2) * 4);
     const DecodePush decode{shape.num_slots, shape.slot_stride, split_len, num_splits, group};
-    recorder.dispatch({"attention_decode", 6, sizeof(DecodePush), {kDecodeWorkgroup, dim, group_block, f16, rope_style, rotary_dims}},
+    recorder.dispatch({"attention_decode", 6, sizeof(DecodePush), {kDecodeWorkgroup, dim, group_block, f16, rope_style, rotary_dims, tile}},
                       {slice(view(q_rot)), slice(args.k), slice(args.v), positions, turns, slice(view(partials))}, &decode,
                       num_splits, shape.num_kv_heads, head_blocks);
     const MergePush merge{num_splits};
