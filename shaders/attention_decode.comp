@@ -1,7 +1,10 @@
 #version 450
 // Flash-decoding, pass 1: one query token; workgroup (split, kv head, query-head block) reads
-// its split of the kv head's slots once for up to GROUP_BLOCK query heads (GQA) and writes an
+// its share of the kv head's slots once for up to GROUP_BLOCK query heads (GQA) and writes an
 // unnormalised partial (running max m, sum l, accumulator) per query head for attention_merge.
+// A split takes every num_splits-th tile rather than one contiguous range, so the workgroups
+// in flight read neighbouring memory, as a copy does: contiguous ranges at power-of-two
+// strides ran at under a fifth of the H100's bandwidth. The query is rotated and scaled here.
 //
 // Phase A: LANES threads share a key, each with one 16-byte chunk of it (so a warp reads whole
 // rows, coalesced), multiply by the queries' matching chunks and reduce across the lanes
@@ -19,12 +22,11 @@ layout(constant_id = 2) const uint GROUP_BLOCK = 4;
 layout(constant_id = 3) const bool KV_F16 = false;
 layout(constant_id = 4) const uint ROPE_STYLE = 0;
 layout(constant_id = 5) const uint ROTARY_DIMS = 0;
-layout(constant_id = 6) const uint TILE = 64;  // keys per tile, a multiple of KEYS_PER_PASS
 
 #include "elements.glsl"
 #include "rope.glsl"
 
-layout(binding = 0) readonly buffer Query { float q_rot[]; };  // [num_q_heads][HEAD_DIM], rotated, scaled
+layout(binding = 0) readonly buffer Query { uint q_words[]; };  // [num_q_heads][HEAD_DIM], before RoPE
 layout(binding = 1) readonly buffer Keys { uvec4 k_vec[]; };
 layout(binding = 1) readonly buffer KeyWords { uint k_words[]; };  // the same keys, for RoPE partners
 layout(binding = 2) readonly buffer Values { uvec4 v_vec[]; };
@@ -35,9 +37,9 @@ layout(binding = 5) writeonly buffer Partials { float partials[]; };  // [num_q_
 layout(push_constant) uniform Push {
   uint num_slots;
   uint slot_stride;
-  uint split_len;
   uint num_splits;
   uint group_size;
+  float scale;  // 1 / sqrt(HEAD_DIM)
 } push;
 
 const uint WG = gl_WorkGroupSize.x;
@@ -45,6 +47,8 @@ const uint VEC = KV_F16 ? 8 : 4;          // elements in 16 bytes
 const uint LANES = HEAD_DIM / VEC;        // threads per key (phase A) or per V row (phase B)
 const uint KEYS_PER_PASS = WG / LANES;
 const uint KEY_LANES = WG / LANES;        // phase B: threads sharing a V chunk
+const uint PASSES = 8;                    // key (and value) loads each thread has in flight per tile
+const uint TILE = PASSES * KEYS_PER_PASS; // keys per tile
 const bool POW2_LANES = (LANES & (LANES - 1)) == 0;
 
 shared float score_s[GROUP_BLOCK * TILE];
@@ -89,6 +93,29 @@ void rotate_key_chunk(uint row_element, uint first, uint position, inout vec4 lo
   }
 }
 
+// Element d of query head `head`, rotated to the query's position (its own slot's, the last
+// of kv head 0) and scaled.
+float query_element(uint head, uint d) {
+  const uint row = head * HEAD_DIM;
+  const float x = KVC_LOAD_ELEMENT(q_words, KV_F16, row + d);
+  if (ROPE_STYLE == 0 || d >= ROTARY_DIMS) return x * push.scale;
+  const uint half_dims = ROTARY_DIMS / 2;
+  uint pair, partner_d;
+  bool first;
+  if (ROPE_STYLE == 2) {
+    pair = d / 2;
+    partner_d = d ^ 1u;
+    first = (d & 1u) == 0;
+  } else {
+    first = d < half_dims;
+    pair = first ? d : d - half_dims;
+    partner_d = first ? d + half_dims : d - half_dims;
+  }
+  const float partner = KVC_LOAD_ELEMENT(q_words, KV_F16, row + partner_d);
+  const vec2 cs = rope_cos_sin(uint(positions[push.num_slots - 1]), turns[pair]);
+  return (first ? x * cs.x - partner * cs.y : partner * cs.y + x * cs.x) * push.scale;
+}
+
 void main() {
   const uint split = gl_WorkGroupID.x;
   const uint kv_head = gl_WorkGroupID.y;
@@ -105,14 +132,14 @@ void main() {
   vec4 q_lo[GROUP_BLOCK];
   vec4 q_hi[GROUP_BLOCK];
   for (uint g = 0; g < GROUP_BLOCK; ++g) {
-    const uint e = (q_head0 + g) * HEAD_DIM + lane * VEC;
+    const uint head = q_head0 + g, d = lane * VEC;
     const bool real = g < heads_here && has_lane;
-    q_lo[g] = real ? vec4(q_rot[e], q_rot[e + 1], q_rot[e + 2], q_rot[e + 3]) : vec4(0);
-    q_hi[g] = real && KV_F16 ? vec4(q_rot[e + 4], q_rot[e + 5], q_rot[e + 6], q_rot[e + 7]) : vec4(0);
+    for (uint e = 0; e < 4; ++e) {
+      q_lo[g][e] = real ? query_element(head, d + e) : 0.0;
+      q_hi[g][e] = real && KV_F16 ? query_element(head, d + 4 + e) : 0.0;
+    }
   }
 
-  const uint begin = split * push.split_len;
-  const uint end = min(begin + push.split_len, push.num_slots);
   const uint slot_base = kv_head * push.slot_stride;
 
   float m[GROUP_BLOCK];
@@ -126,23 +153,30 @@ void main() {
     acc_hi[g] = vec4(0);
   }
 
-  for (uint tile = begin; tile < end; tile += TILE) {
-    const uint tile_keys = min(TILE, end - tile);
-    for (uint pass = 0; pass < TILE; pass += KEYS_PER_PASS) {
-      const uint j = pass + key_in_pass;  // key within the tile
+  for (uint tile = split * TILE; tile < push.num_slots; tile += push.num_splits * TILE) {
+    const uint tile_keys = min(TILE, push.num_slots - tile);
+    // Every load of the tile is issued before any is used: PASSES 16-byte loads in flight per
+    // thread hide DRAM latency (one at a time made the kernel latency-bound).
+    uvec4 key_chunks[PASSES];
+    for (uint pass = 0; pass < PASSES; ++pass) {
+      const uint j = pass * KEYS_PER_PASS + key_in_pass;
+      key_chunks[pass] = has_lane && j < tile_keys ? k_vec[((slot_base + tile + j) * HEAD_DIM) / VEC + lane] : uvec4(0);
+    }
+    for (uint pass = 0; pass < PASSES; ++pass) {
+      const uint j = pass * KEYS_PER_PASS + key_in_pass;  // key within the tile
       float dots[GROUP_BLOCK];
       for (uint g = 0; g < GROUP_BLOCK; ++g) dots[g] = 0.0;
       if (has_lane && j < tile_keys) {
         const uint slot = slot_base + tile + j;
         vec4 lo, hi;
-        unpack_chunk(k_vec[(slot * HEAD_DIM) / VEC + lane], lo, hi);
+        unpack_chunk(key_chunks[pass], lo, hi);
         if (ROPE_STYLE != 0) rotate_key_chunk(slot * HEAD_DIM, lane * VEC, uint(positions[slot]), lo, hi);
         for (uint g = 0; g < GROUP_BLOCK; ++g) dots[g] = dot(lo, q_lo[g]) + dot(hi, q_hi[g]);
       }
       if (shuffle_reduce) {
         for (uint g = 0; g < GROUP_BLOCK; ++g)
           for (uint mask = LANES / 2; mask > 0; mask /= 2) dots[g] += subgroupShuffleXor(dots[g], mask);
-        if (has_lane && lane == 0 && j < TILE)
+        if (has_lane && lane == 0)
           for (uint g = 0; g < GROUP_BLOCK; ++g) score_s[g * TILE + j] = dots[g];
       } else {
         for (uint g = 0; g < GROUP_BLOCK; ++g) partial_s[g * WG + t] = dots[g];
@@ -151,16 +185,23 @@ void main() {
           const uint g = t / KEYS_PER_PASS, key = t % KEYS_PER_PASS;
           float total = 0.0;
           for (uint i = 0; i < LANES; ++i) total += partial_s[g * WG + key * LANES + i];
-          if (pass + key < TILE) score_s[g * TILE + pass + key] = total;
+          score_s[g * TILE + pass * KEYS_PER_PASS + key] = total;
         }
         barrier();
       }
     }
+    uvec4 value_chunks[PASSES];
+    for (uint pass = 0; pass < PASSES; ++pass) {
+      const uint j = pass * KEY_LANES + key_in_pass;
+      value_chunks[pass] = has_lane && j < tile_keys ? v_vec[((slot_base + tile + j) * HEAD_DIM) / VEC + lane] : uvec4(0);
+    }
     barrier();
     if (has_lane) {
-      for (uint j = key_in_pass; j < tile_keys; j += KEY_LANES) {
+      for (uint pass = 0; pass < PASSES; ++pass) {
+        const uint j = pass * KEY_LANES + key_in_pass;
+        if (j >= tile_keys) break;
         vec4 v_lo, v_hi;
-        unpack_chunk(v_vec[((slot_base + tile + j) * HEAD_DIM) / VEC + lane], v_lo, v_hi);
+        unpack_chunk(value_chunks[pass], v_lo, v_hi);
         for (uint g = 0; g < GROUP_BLOCK; ++g) {
           const float s = score_s[g * TILE + j];
           if (s > m[g]) {

@@ -10,16 +10,17 @@ namespace kvc::ops {
 namespace {
 
 constexpr uint32_t kDecodeWorkgroup = 128;
-constexpr uint32_t kDecodeTileKeys = 64;   // scores kept in shared memory between the phases
+constexpr uint32_t kDecodePasses = 8;      // shaders/attention_decode.comp's PASSES
 constexpr uint32_t kDecodeGroupBlock = 8;   // query heads sharing one read of K/V per workgroup
 constexpr uint32_t kDecodeTargetGroups = 1024;  // enough workgroups to fill a large GPU
-constexpr uint32_t kMergeWorkgroup = 64;
+constexpr uint32_t kMergeWorkgroup = 128;  // a power of two (the merge's tree reduction)
 constexpr uint32_t kPrefillWorkgroup = 64;  // query rows per workgroup
 constexpr uint32_t kPrefillTileFloats = 2048;  // per K or V tile: 8 KiB of shared memory each
 constexpr uint32_t kScoresWorkgroup = 64;
 
 struct DecodePush {
-  uint32_t num_slots, slot_stride, split_len, num_splits, group_size;
+  uint32_t num_slots, slot_stride, num_splits, group_size;
+  float scale;
 };
 struct MergePush {
   uint32_t num_splits;
@@ -42,29 +43,30 @@ void attention_vulkan(Backend& backend, const AttentionShape& shape, const Atten
   const vk::BufferSlice positions = rope_style ? slice(View{args.positions.tensor, 0}) : slice(args.k);
   const vk::BufferSlice turns = rope_style ? slice(args.turn_table) : slice(args.k);
 
-  Tensor& q_rot = backend.scratch(ScratchId::AttentionQuery, size_t(shape.num_queries) * shape.num_q_heads * dim * 4);
   Tensor& lse = backend.scratch(ScratchId::AttentionLse, size_t(shape.num_queries) * shape.num_q_heads * 4);
-  const RopeShape rope_shape{shape.num_queries, shape.num_q_heads, dim, shape.dtype, shape.rope,
-                             static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)))};
-  const View query_positions{args.positions.tensor, args.positions.offset + size_t(first_chunk_slot) * 4};
-  rope_vulkan(backend, rope_shape, {args.q, rope_style ? query_positions : View{}, args.turn_table, view(q_rot)});
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));
+  // The chunk kernels and the scores read queries rotated and scaled once, by the rope op;
+  // decode rotates its single query itself (one dispatch less on the latency-bound path).
+  const bool needs_q_rot = shape.num_queries > 1 || args.scores;
+  Tensor& q_rot = backend.scratch(ScratchId::AttentionQuery, needs_q_rot ? size_t(shape.num_queries) * shape.num_q_heads * dim * 4 : 4);
+  if (needs_q_rot) {
+    const RopeShape rope_shape{shape.num_queries, shape.num_q_heads, dim, shape.dtype, shape.rope, scale};
+    const View query_positions{args.positions.tensor, args.positions.offset + size_t(first_chunk_slot) * 4};
+    rope_vulkan(backend, rope_shape, {args.q, rope_style ? query_positions : View{}, args.turn_table, view(q_rot)});
+  }
 
   if (shape.num_queries == 1) {
     const uint32_t group_block = std::min(group, kDecodeGroupBlock);
     const uint32_t head_blocks = (group + group_block - 1) / group_block;
-    // A key is read by head_dim / (elements per 16 bytes) threads at once; a tile is a whole
-    // number of such passes, about kDecodeTileKeys keys.
-    const uint32_t keys_per_pass = kDecodeWorkgroup / (dim / (f16 ? 8 : 4));
-    const uint32_t tile = keys_per_pass * ((kDecodeTileKeys + keys_per_pass - 1) / keys_per_pass);
+    // As the shader's TILE: a key is read by head_dim / (elements per 16 bytes) threads at
+    // once, and a tile is kDecodePasses such passes. Split s takes tiles s, s + num_splits, ...
+    const uint32_t tile = kDecodePasses * (kDecodeWorkgroup / (dim / (f16 ? 8 : 4)));
     const uint32_t tiles = (shape.num_slots + tile - 1) / tile;
-    const uint32_t splits_wanted = std::max(1u, kDecodeTargetGroups / (shape.num_kv_heads * head_blocks));
-    const uint32_t tiles_per_split = (tiles + splits_wanted - 1) / splits_wanted;
-    const uint32_t split_len = tiles_per_split * tile;
-    const uint32_t num_splits = (shape.num_slots + split_len - 1) / split_len;
+    const uint32_t num_splits = std::min(tiles, std::max(1u, kDecodeTargetGroups / (shape.num_kv_heads * head_blocks)));
     Tensor& partials = backend.scratch(ScratchId::AttentionPartials, size_t(shape.num_q_heads) * num_splits * (dim + 2) * 4);
-    const DecodePush decode{shape.num_slots, shape.slot_stride, split_len, num_splits, group};
-    recorder.dispatch({"attention_decode", 6, sizeof(DecodePush), {kDecodeWorkgroup, dim, group_block, f16, rope_style, rotary_dims, tile}},
-                      {slice(view(q_rot)), slice(args.k), slice(args.v), positions, turns, slice(view(partials))}, &decode,
+    const DecodePush decode{shape.num_slots, shape.slot_stride, num_splits, group, scale};
+    recorder.dispatch({"attention_decode", 6, sizeof(DecodePush), {kDecodeWorkgroup, dim, group_block, f16, rope_style, rotary_dims}},
+                      {slice(args.q), slice(args.k), slice(args.v), positions, turns, slice(view(partials))}, &decode,
                       num_splits, shape.num_kv_heads, head_blocks);
     const MergePush merge{num_splits};
     recorder.dispatch({"attention_merge", 3, sizeof(MergePush), {kMergeWorkgroup, dim, f16}},
