@@ -1,0 +1,52 @@
+// Vulkan window scores: queries rotated and scaled once (rope op); logits of every
+// (query head, window query, prefix slot) written into `probs`; one workgroup per
+// (query head, window query) row adds the window's own causal logits and normalises the row
+// in place; the sums per kv head read the normalised rows.
+#include <cmath>
+
+#include "ops/vulkan_args.h"
+#include "ops/window_scores.h"
+
+namespace kvc::ops {
+namespace {
+
+constexpr uint32_t kLogitsWorkgroup = 64;
+constexpr uint32_t kSoftmaxWorkgroup = 256;
+constexpr uint32_t kSumWorkgroup = 256;
+
+struct WindowPush {
+  uint32_t num_prefix, slot_stride, window, group_size, num_q_heads;
+};
+
+}  // namespace
+
+void window_scores_vulkan(Backend& backend, const WindowScoresShape& shape, const WindowScoresArgs& args) {
+  vk::Recorder& recorder = backend.recorder();
+  const uint32_t group = shape.num_q_heads / shape.num_kv_heads;
+  const uint32_t dim = shape.head_dim;
+  const bool f16 = shape.dtype == Dtype::F16;
+  const uint32_t rope_style = rope_style_constant(shape.rope);
+  const uint32_t rotary_dims = rope_style ? shape.rope.rotary_dims : 0;
+  // Without RoPE the position and turn bindings are never read; bind K in their place.
+  const vk::BufferSlice positions = rope_style ? slice(View{args.positions.tensor, 0}) : slice(args.k);
+  const vk::BufferSlice turns = rope_style ? slice(args.turn_table) : slice(args.k);
+
+  Tensor& q_rot = backend.scratch(ScratchId::WindowQuery, size_t(shape.window) * shape.num_q_heads * dim * 4);
+  const RopeShape rope_shape{shape.window, shape.num_q_heads, dim, shape.dtype, shape.rope,
+                             static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)))};
+  const View query_positions{args.positions.tensor, args.positions.offset + size_t(shape.num_prefix()) * 4};
+  rope_vulkan(backend, rope_shape, {args.q, rope_style ? query_positions : View{}, args.turn_table, view(q_rot)});
+
+  const WindowPush push{shape.num_prefix(), shape.slot_stride, shape.window, group, shape.num_q_heads};
+  const uint32_t prefix_groups = group_count(shape.num_prefix(), kLogitsWorkgroup);
+  recorder.dispatch({"window_logits", 5, sizeof(WindowPush), {kLogitsWorkgroup, dim, f16, rope_style, rotary_dims}},
+                    {slice(view(q_rot)), slice(args.k), positions, turns, slice(args.probs)}, &push, prefix_groups,
+                    shape.num_kv_heads);
+  recorder.dispatch({"window_softmax", 5, sizeof(WindowPush), {kSoftmaxWorkgroup, dim, f16, rope_style, rotary_dims}},
+                    {slice(view(q_rot)), slice(args.k), positions, turns, slice(args.probs)}, &push,
+                    group_count(uint64_t(shape.num_q_heads) * shape.window, 1));
+  recorder.dispatch({"window_sum", 2, sizeof(WindowPush), {kSumWorkgroup}}, {slice(args.probs), slice(args.cumulative)}, &push,
+                    group_count(shape.num_prefix(), kSumWorkgroup), shape.num_kv_heads);
+}
+
+}  // namespace kvc::ops
