@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "ops/softmax_cpu.h"
 #include "ops/window_scores.h"
 
 namespace kvc::ops {
@@ -19,7 +20,7 @@ void window_scores_cpu(const WindowScoresShape& shape, const WindowScoresArgs& a
   float* cumulative = args.cumulative.host<float>();
 
   std::vector<float> keys(size_t(shape.num_slots) * dim), query(dim);
-  std::vector<double> logits(shape.num_slots), sums(prefix);
+  std::vector<double> row_probs(shape.num_slots), sums(prefix);
   for (uint32_t kv_head = 0; kv_head < shape.num_kv_heads; ++kv_head) {
     const size_t slot_base = size_t(kv_head) * shape.slot_stride;
     for (uint32_t slot = 0; slot < shape.num_slots; ++slot) {
@@ -34,20 +35,11 @@ void window_scores_cpu(const WindowScoresShape& shape, const WindowScoresArgs& a
         const size_t q_base = (size_t(j) * shape.num_q_heads + head) * dim;
         for (uint32_t d = 0; d < dim; ++d) query[d] = load_element(args.q.host<void>(), shape.dtype, q_base + d);
         if (positions) rope_rotate_row(shape.rope, inv_freq, query.data(), positions[prefix + j]);
-        const uint32_t visible = prefix + j + 1;
-        double max_logit = -HUGE_VAL;
-        for (uint32_t slot = 0; slot < visible; ++slot) {
-          double dot = 0.0;
-          for (uint32_t d = 0; d < dim; ++d) dot += double(query[d]) * keys[size_t(slot) * dim + d];
-          logits[slot] = dot * scale;
-          max_logit = std::max(max_logit, logits[slot]);
-        }
-        double total = 0.0;
-        for (uint32_t slot = 0; slot < visible; ++slot) total += (logits[slot] = std::exp(logits[slot] - max_logit));
+        softmax_over_keys(query.data(), keys.data(), prefix + j + 1, dim, scale, row_probs);
         float* row = probs + (size_t(head) * shape.window + j) * prefix;
         for (uint32_t slot = 0; slot < prefix; ++slot) {
-          row[slot] = static_cast<float>(logits[slot] / total);
-          sums[slot] += logits[slot] / total;
+          row[slot] = static_cast<float>(row_probs[slot]);
+          sums[slot] += row_probs[slot];
         }
       }
     }
