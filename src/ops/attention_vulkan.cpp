@@ -1,10 +1,9 @@
 // Vulkan attention: queries rotated and scaled once (rope op), then flash-decoding (split +
 // merge) for one query or the tiled causal kernel for a chunk, then optionally the scores.
 #include <algorithm>
-#include <cmath>
 
 #include "ops/attention.h"
-#include "ops/vulkan_args.h"
+#include "ops/rotated_reads_vulkan.h"
 
 namespace kvc::ops {
 namespace {
@@ -35,18 +34,14 @@ void attention_vulkan(Backend& backend, const AttentionShape& shape, const Atten
   const uint32_t dim = shape.head_dim;
   const uint32_t first_chunk_slot = shape.num_slots - shape.num_queries;
   const bool f16 = shape.dtype == Dtype::F16;
-  const uint32_t rope_style = rope_style_constant(shape.rope);
-  const uint32_t rotary_dims = rope_style ? shape.rope.rotary_dims : 0;
-  // Without RoPE the position and turn bindings are never read; bind K in their place.
-  const vk::BufferSlice positions = rope_style ? slice(View{args.positions.tensor, 0}) : slice(args.k);
-  const vk::BufferSlice turns = rope_style ? slice(args.turn_table) : slice(args.k);
+  const RopeBindings rope = rope_bindings(shape.rope, args.positions, args.turn_table, args.k);
+  const uint32_t rope_style = rope.style, rotary_dims = rope.rotary_dims;
+  const vk::BufferSlice positions = rope.positions, turns = rope.turns;
 
   Tensor& q_rot = backend.scratch(ScratchId::AttentionQuery, size_t(shape.num_queries) * shape.num_q_heads * dim * 4);
   Tensor& lse = backend.scratch(ScratchId::AttentionLse, size_t(shape.num_queries) * shape.num_q_heads * 4);
-  const RopeShape rope_shape{shape.num_queries, shape.num_q_heads, dim, shape.dtype, shape.rope,
-                             static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)))};
-  const View query_positions{args.positions.tensor, args.positions.offset + size_t(first_chunk_slot) * 4};
-  rope_vulkan(backend, rope_shape, {args.q, rope_style ? query_positions : View{}, args.turn_table, view(q_rot)});
+  rotate_queries(backend, {shape.num_queries, shape.num_q_heads, dim, shape.dtype, shape.rope}, args.q, args.positions,
+                 first_chunk_slot, args.turn_table, q_rot);
 
   if (shape.num_queries == 1) {
     const uint32_t group_block = std::min(group, kDecodeGroupBlock);

@@ -2,9 +2,7 @@
 // (query head, window query, prefix slot) written into `probs`; one workgroup per
 // (query head, window query) row adds the window's own causal logits and normalises the row
 // in place; the sums per kv head read the normalised rows.
-#include <cmath>
-
-#include "ops/vulkan_args.h"
+#include "ops/rotated_reads_vulkan.h"
 #include "ops/window_scores.h"
 
 namespace kvc::ops {
@@ -25,17 +23,13 @@ void window_scores_vulkan(Backend& backend, const WindowScoresShape& shape, cons
   const uint32_t group = shape.num_q_heads / shape.num_kv_heads;
   const uint32_t dim = shape.head_dim;
   const bool f16 = shape.dtype == Dtype::F16;
-  const uint32_t rope_style = rope_style_constant(shape.rope);
-  const uint32_t rotary_dims = rope_style ? shape.rope.rotary_dims : 0;
-  // Without RoPE the position and turn bindings are never read; bind K in their place.
-  const vk::BufferSlice positions = rope_style ? slice(View{args.positions.tensor, 0}) : slice(args.k);
-  const vk::BufferSlice turns = rope_style ? slice(args.turn_table) : slice(args.k);
+  const RopeBindings rope = rope_bindings(shape.rope, args.positions, args.turn_table, args.k);
+  const uint32_t rope_style = rope.style, rotary_dims = rope.rotary_dims;
+  const vk::BufferSlice positions = rope.positions, turns = rope.turns;
 
   Tensor& q_rot = backend.scratch(ScratchId::WindowQuery, size_t(shape.window) * shape.num_q_heads * dim * 4);
-  const RopeShape rope_shape{shape.window, shape.num_q_heads, dim, shape.dtype, shape.rope,
-                             static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)))};
-  const View query_positions{args.positions.tensor, args.positions.offset + size_t(shape.num_prefix()) * 4};
-  rope_vulkan(backend, rope_shape, {args.q, rope_style ? query_positions : View{}, args.turn_table, view(q_rot)});
+  rotate_queries(backend, {shape.window, shape.num_q_heads, dim, shape.dtype, shape.rope}, args.q, args.positions,
+                 shape.num_prefix(), args.turn_table, q_rot);
 
   const WindowPush push{shape.num_prefix(), shape.slot_stride, shape.window, group, shape.num_q_heads};
   const uint32_t prefix_groups = group_count(shape.num_prefix(), kLogitsWorkgroup);
