@@ -2,6 +2,9 @@
 // (query head, window query, prefix slot) written into `probs`; one workgroup per
 // (query head, window query) row adds the window's own causal logits and normalises the row
 // in place; the sums per kv head read the normalised rows.
+#include <algorithm>
+#include <string>
+
 #include "ops/rotated_reads_vulkan.h"
 #include "ops/window_scores.h"
 
@@ -23,6 +26,11 @@ void window_scores_vulkan(Backend& backend, const WindowScoresShape& shape, cons
   const uint32_t group = shape.num_q_heads / shape.num_kv_heads;
   const uint32_t dim = shape.head_dim;
   const bool f16 = shape.dtype == Dtype::F16;
+  const uint64_t prob_bytes = uint64_t(shape.num_q_heads) * shape.window * shape.num_prefix() * 4;
+  require(prob_bytes <= std::min<uint64_t>(backend.max_buffer_bytes(), uint64_t(1) << 32), KVC_ERROR_CAPACITY,
+          "window scores of " + std::to_string(shape.num_q_heads) + " heads x " + std::to_string(shape.window) + " queries x " +
+              std::to_string(shape.num_prefix()) + " slots take " + std::to_string(prob_bytes) +
+              " bytes, more than one binding may cover: shorten the window or the prompt");
   const RopeBindings rope = rope_bindings(shape.rope, args.positions, args.turn_table, args.k);
   const uint32_t rope_style = rope.style, rotary_dims = rope.rotary_dims;
   const vk::BufferSlice positions = rope.positions, turns = rope.turns;
