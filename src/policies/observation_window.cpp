@@ -6,7 +6,6 @@
 #include <string>
 
 #include "cache/cache.h"
-#include "ops/compact.h"
 #include "policies/pyramid_budgets.h"
 
 namespace kvc {
@@ -148,29 +147,30 @@ void WindowPolicy::end_prefill(Cache& cache) {
     spare_v_ = std::make_unique<Tensor>(backend, first.v->bytes());
     spare_positions_ = std::make_unique<Tensor>(backend, first.positions->bytes());
     window_q_ = std::make_unique<Tensor>(backend, config_.window * query_row_bytes_);
-    kept_ = std::make_unique<Tensor>(backend, size_t(shape.num_kv_heads) * capacity_ * 4);
+  }
+  std::vector<SelectionShape> steps;
+  for (const Selection& selection : selections) {
+    const LayerState& state = cache.layer(selection.layer);
+    SelectionShape step;
+    step.scores = {shape.num_q_heads, shape.num_kv_heads, shape.head_dim, config_.window, state.slots_held, cache.slot_stride(),
+                   shape.dtype, shape.rope};
+    step.kept_prefix = selection.budget - config_.window;
+    step.indicator = config_.indicator;
+    step.pool_kernel = config_.pool_kernel;
+    step.hit_k = std::min(config_.hit_k ? config_.hit_k : selection.budget, step.scores.num_prefix());
+    step.hit_min_count = hits_needed(config_.hit_threshold, shape.group_size() * config_.window);
+    workspace_.reserve(backend, step);
+    steps.push_back(step);
   }
   // Layer i compacts into the storage layer i-1 left (the spare for the first); the commands
   // run in order, so each is read before it is overwritten. The owners rotate after submit.
   Tensor *free_k = spare_k_.get(), *free_v = spare_v_.get(), *free_positions = spare_positions_.get();
   backend.begin();
-  for (const Selection& selection : selections) {
-    LayerState& state = cache.layer(selection.layer);
-    SelectionShape step;
-    step.scores = {shape.num_q_heads, shape.num_kv_heads, shape.head_dim, config_.window, state.slots_held, cache.slot_stride(),
-                   shape.dtype, shape.rope};
-    const uint32_t prefix = step.scores.num_prefix();
-    step.kept_prefix = selection.budget - config_.window;
-    step.indicator = config_.indicator;
-    step.pool_kernel = config_.pool_kernel;
-    step.hit_k = std::min(config_.hit_k ? config_.hit_k : selection.budget, prefix);
-    step.hit_min_count = hits_needed(config_.hit_threshold, shape.group_size() * config_.window);
-    backend.upload(windows_[selection.layer].rows.data(), config_.window * query_row_bytes_, *window_q_, 0);
-    workspace_.record(backend, step, view(*window_q_), view(*state.k), view(*state.positions), cache.turn_table(), view(*kept_));
-    const ops::CompactShape move{shape.num_kv_heads, shape.head_dim, cache.slot_stride(), step.kept_prefix, step.kept_prefix,
-                                 prefix, config_.window, shape.dtype};
-    ops::compact(backend, move, {view(*kept_), view(*state.k), view(*state.v), view(*state.positions), view(*free_k), view(*free_v),
-                                 view(*free_positions)});
+  for (size_t i = 0; i < selections.size(); ++i) {
+    LayerState& state = cache.layer(selections[i].layer);
+    backend.upload(windows_[selections[i].layer].rows.data(), config_.window * query_row_bytes_, *window_q_, 0);
+    workspace_.record(backend, steps[i], view(*window_q_), {view(*state.k), view(*state.v), view(*state.positions)},
+                      cache.turn_table(), {view(*free_k), view(*free_v), view(*free_positions)});
     free_k = state.k.get();
     free_v = state.v.get();
     free_positions = state.positions.get();

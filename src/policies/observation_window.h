@@ -59,7 +59,7 @@ class WindowPolicy : public Policy {
   WindowPolicyConfig config_;
   std::vector<WindowQueries> windows_;
   SelectionWorkspace workspace_;
-  std::unique_ptr<Tensor> window_q_, kept_;
+  std::unique_ptr<Tensor> window_q_;
   std::unique_ptr<Tensor> spare_k_, spare_v_, spare_positions_;  // one layer's storage, swapped in
 };
 

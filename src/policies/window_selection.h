@@ -31,18 +31,33 @@ struct SelectionShape {
 // c / rows >= theta, decided in double so theta = 0.5 over 128 rows needs exactly 64.
 uint32_t hits_needed(float theta, uint32_t rows);
 
-// The intermediate tensors of the step, grown on demand and reused across calls.
+// A layer's storage as attention reads it: K and V [num_kv_heads][slot_stride][head_dim]
+// (K before RoPE) and int32 positions [num_kv_heads][slot_stride].
+struct LayerViews {
+  View k, v, positions;
+};
+
+// The step's intermediate tensors, grown on demand and reused across calls.
 class SelectionWorkspace {
  public:
-  // Records the step; `kept` receives uint32 [num_kv_heads][kept_prefix], ascending prefix slots.
-  // q is the window's queries ([window][num_q_heads][head_dim], before RoPE); k, positions
-  // and turn_table are the layer's, as attention reads them.
-  void record(Backend& backend, const SelectionShape& shape, View q, View k, View positions, View turn_table, View kept);
+  // Sizes the tensors for `shape`. Call it for every shape of a submission before recording
+  // any: a tensor replaced while commands that use it are recorded would be freed too early.
+  void reserve(Backend& backend, const SelectionShape& shape);
+
+  // Records the whole step for one layer (the workspace reserved for its shape): scores, indicator, top-k, then the compaction of the
+  // kept prefix slots (ascending) and the window into `to` (other tensors than `from`). q is
+  // the window's queries ([window][num_q_heads][head_dim], before RoPE).
+  void record(Backend& backend, const SelectionShape& shape, View q, const LayerViews& from, View turn_table, const LayerViews& to);
 
  private:
-  Tensor& grown(std::unique_ptr<Tensor>& tensor, Backend& backend, size_t bytes);
+  static void grow(std::unique_ptr<Tensor>& tensor, Backend& backend, size_t bytes);
+  // The reserved tensor, checked to hold `bytes`.
+  static Tensor& reserved(const std::unique_ptr<Tensor>& tensor, size_t bytes);
+  // HitKV's ranking: hits from each row's top K, then top kept_prefix by (hit rate >= theta,
+  // cumulative attention) into `kept`.
+  void record_hit_selection(Backend& backend, const SelectionShape& shape, View probs, View cumulative, View kept);
 
-  std::unique_ptr<Tensor> probs_, cumulative_, pooled_, hit_lists_, hits_;
+  std::unique_ptr<Tensor> probs_, cumulative_, pooled_, hit_lists_, hits_, kept_;
 };
 
 }  // namespace kvc
