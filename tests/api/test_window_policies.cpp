@@ -115,6 +115,29 @@ TEST_CASE("HitKV keeps a token in every window query's top K whose summed attent
   CHECK(std::count(kept[0].begin(), kept[0].end(), int32_t(steady)) == 0);
 }
 
+TEST_CASE("HitKV with theta 0 keeps what SnapKV without pooling keeps: both rank by cumulative attention") {
+  // theta = 0 gives every key the hit flag, so only the padding rule (window-cumulative
+  // attention) ranks; SnapKV with a pooling kernel of 1 ranks by the same sum.
+  test::ContextPtr context = test::make_context(KVC_BACKEND_CPU);
+  kvc_window_policy_params params = kvc_window_policy_params_default();
+  params.budget = 30;
+  params.window = 6;
+  params.pool_kernel = 1;
+  params.hit_threshold = 0.0f;
+  std::vector<test::LayerSnapshot> kept;
+  const kvc_cache_desc snap = window_desc(KVC_POLICY_SNAPKV, &params, 200);
+  const test::Prompt prompt = test::random_prompt(snap, 120, 3.0f);
+  for (kvc_policy policy : {KVC_POLICY_SNAPKV, KVC_POLICY_HITKV}) {
+    const kvc_cache_desc desc = window_desc(policy, &params, 200);
+    test::CachePtr cache = test::make_cache(context.get(), desc);
+    test::feed(cache.get(), desc, prompt, {50, 70});
+    REQUIRE(kvc_cache_end_prefill(cache.get()) == KVC_OK);
+    kept.push_back(test::snapshot(cache.get(), 1));
+  }
+  CHECK(kept[0].slots == 30);
+  CHECK(kept[0] == kept[1]);
+}
+
 TEST_CASE("observation-window policies refuse bad parameters with a message naming the field") {
   test::ContextPtr context = test::make_context(KVC_BACKEND_CPU);
   const uint32_t wrong_size[] = {64, 64, 64}, too_large[] = {64, 500};
