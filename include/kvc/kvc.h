@@ -146,7 +146,11 @@ typedef enum kvc_dtype {
 } kvc_dtype;
 
 typedef enum kvc_policy {
-    KVC_POLICY_FULL = 0, /* keep every token up to `capacity` */
+    KVC_POLICY_FULL = 0,      /* keep every token up to `capacity` */
+    KVC_POLICY_SNAPKV = 5,    /* at the end of the prefill keep the window and the prefix tokens it attends to most */
+    KVC_POLICY_PYRAMIDKV = 6, /* SNAPKV's selection under per-layer budgets falling from the first layer to the last */
+    KVC_POLICY_HITKV = 7,     /* at the end of the prefill keep the prefix tokens often in the window queries' top K */
+    KVC_POLICY_PHITKV = 8,    /* HITKV's selection under PYRAMIDKV's per-layer budgets */
     KVC_POLICY_MAX_ENUM = 0x7fffffff
 } kvc_policy;
 
@@ -172,7 +176,8 @@ typedef struct kvc_cache_desc {
     float rope_theta;      /* base of the rotary frequencies, e.g. 10000 */
     uint32_t rope_dims;    /* leading dims rotated, a multiple of 8; 0 means head_dim */
     /* The policy's parameter struct (it starts with struct_size), or NULL for its defaults.
-     * KVC_POLICY_FULL takes none. */
+     * KVC_POLICY_FULL takes none; SNAPKV, PYRAMIDKV, HITKV and PHITKV take
+     * kvc_window_policy_params. */
     const void* policy_params;
 } kvc_cache_desc;
 
@@ -223,6 +228,40 @@ typedef struct kvc_cache_stats {
 
 /* Counters and memory of a cache. Set stats->struct_size before the call. */
 KVC_API kvc_status kvc_cache_stats_get(const kvc_cache* cache, kvc_cache_stats* stats);
+
+/* ---------------------------------------------------------------- observation-window policies */
+
+/* Parameters of KVC_POLICY_SNAPKV, _PYRAMIDKV, _HITKV and _PHITKV. These policies keep the
+ * whole prompt (so `capacity` must hold the longest prompt plus the tokens decoded after it)
+ * and, at kvc_cache_end_prefill, shrink each layer longer than its budget to that budget:
+ * the last `window` prompt tokens plus the prefix tokens the policy's indicator selects. */
+typedef struct kvc_window_policy_params {
+    uint32_t struct_size;
+    uint32_t budget;         /* tokens a layer keeps, window included; window < budget <= capacity.
+                              * PYRAMIDKV/PHITKV: the average over layers. Default 1024 (capped
+                              * at capacity when policy_params is NULL) */
+    uint32_t window;         /* observation window: the last prompt tokens, always kept; default 32 */
+    uint32_t pool_kernel;    /* SNAPKV/PYRAMIDKV: odd max-pooling kernel over the scores; default 7 */
+    uint32_t hit_k;          /* HITKV/PHITKV: hit coefficient K (a hit is a place in a window
+                              * query's top K); 0, the default, means the layer's budget */
+    float hit_threshold;     /* HITKV/PHITKV: theta, keep keys with hit rate >= theta; default 0.5 */
+    float pyramid_beta;      /* PYRAMIDKV/PHITKV: the last layer keeps (budget - window) / beta
+                              * prefix tokens, the first twice the average less that; default 20 */
+    const uint32_t* layer_budgets; /* PYRAMIDKV/PHITKV: a per-layer table replacing the schedule,
+                                    * num_layers entries, each in window+1..capacity; or NULL */
+    uint32_t num_layer_budgets;    /* entries of layer_budgets, 0 when it is NULL */
+} kvc_window_policy_params;
+
+/* The papers' settings: budget 1024, window 32, pool kernel 7, K = budget, theta 0.5, beta 20,
+ * no per-layer table. */
+KVC_API kvc_window_policy_params kvc_window_policy_params_default(void);
+
+/* Ends the prompt: call it once every prompt token of every layer was appended and attended
+ * (the window's queries come from those kvc_attend calls). Under the observation-window
+ * policies each layer longer than its budget is compacted to it; decoding then appends as
+ * usual. Other policies ignore it. Fails with KVC_ERROR_BAD_STATE, changing nothing, when a
+ * layer to compact did not attend its last `window` prompt tokens. */
+KVC_API kvc_status kvc_cache_end_prefill(kvc_cache* cache);
 
 /* Forgets every token; storage stays allocated. */
 KVC_API kvc_status kvc_cache_reset(kvc_cache* cache);

@@ -2,6 +2,7 @@
 #include <cstddef>
 
 #include "api/handles.h"
+#include "policies/observation_window.h"
 
 namespace kvc::api {
 void release_context_reference(kvc_context* context);
@@ -106,6 +107,12 @@ kvc_status kvc_cache_stats_get(const kvc_cache* cache, kvc_cache_stats* stats) {
     result.compressions = c.compressions();
     *stats = result;
   });
+}
+
+kvc_window_policy_params kvc_window_policy_params_default(void) { return kvc::window_policy_defaults(); }
+
+kvc_status kvc_cache_end_prefill(kvc_cache* cache) {
+  return with_cache(cache, [&](kvc::Cache& c) { c.end_prefill(); });
 }
 
 kvc_status kvc_cache_reset(kvc_cache* cache) {

@@ -25,7 +25,7 @@ class Tensor;
 enum class BackendKind { Cpu, Vulkan };
 
 // Scratch memory an op needs during a submission, by purpose.
-enum class ScratchId : uint32_t { AttentionQuery, AttentionPartials, AttentionLse, Count };
+enum class ScratchId : uint32_t { AttentionQuery, AttentionPartials, AttentionLse, WindowQuery, Count };
 
 class Backend {
  public:

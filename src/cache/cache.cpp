@@ -136,6 +136,7 @@ void Cache::attend(uint32_t layer_index, uint32_t n_queries, const void* q, void
   if (scores) backend_.download(*scores_dev, 0, scores, score_bytes);
   policy_->after_attend(*this, layer_index, scores_dev ? view(*scores_dev) : View{});
   backend_.submit();
+  policy_->observe_queries(*this, layer_index, q, n_queries);
 }
 
 void Cache::read(uint32_t layer_index, uint32_t max_slots, void* k, void* v, int32_t* positions) {

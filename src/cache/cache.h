@@ -31,6 +31,8 @@ class Cache {
   void attend(uint32_t layer, uint32_t n_queries, const void* q, void* out, float* scores);
   void read(uint32_t layer, uint32_t max_slots, void* k, void* v, int32_t* positions);
   void reset();
+  // Tells the policy the prompt is complete (kvc_cache_end_prefill).
+  void end_prefill() { policy_->end_prefill(*this); }
 
   const CacheConfig& config() const { return config_; }
   Backend& backend() const { return backend_; }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "ops/attention.h"
+#include "ops/softmax_cpu.h"
 
 namespace kvc::ops {
 
@@ -23,7 +24,7 @@ void attention_cpu(const AttentionShape& shape, const AttentionArgs& args) {
 
   std::vector<float> keys(size_t(shape.num_slots) * dim);
   std::vector<float> query(dim);
-  std::vector<double> logits(shape.num_slots);
+  std::vector<double> probs(shape.num_slots);
   std::vector<double> acc(dim);
   for (uint32_t kv_head = 0; kv_head < shape.num_kv_heads; ++kv_head) {
     const size_t slot_base = size_t(kv_head) * shape.slot_stride;
@@ -39,18 +40,10 @@ void attention_cpu(const AttentionShape& shape, const AttentionArgs& args) {
         for (uint32_t d = 0; d < dim; ++d) query[d] = load_element(q, shape.dtype, q_base + d);
         if (positions) rope_rotate_row(shape.rope, inv_freq, query.data(), positions[first_chunk_slot + i]);
         const uint32_t visible = first_chunk_slot + i + 1;
-        double max_logit = -HUGE_VAL;
-        for (uint32_t slot = 0; slot < visible; ++slot) {
-          double dot = 0.0;
-          for (uint32_t d = 0; d < dim; ++d) dot += double(query[d]) * keys[size_t(slot) * dim + d];
-          logits[slot] = dot * scale;
-          max_logit = std::max(max_logit, logits[slot]);
-        }
-        double sum = 0.0;
-        for (uint32_t slot = 0; slot < visible; ++slot) sum += (logits[slot] = std::exp(logits[slot] - max_logit));
+        softmax_over_keys(query.data(), keys.data(), visible, dim, scale, probs);
         std::fill(acc.begin(), acc.end(), 0.0);
         for (uint32_t slot = 0; slot < visible; ++slot) {
-          const double p = logits[slot] / sum;
+          const double p = probs[slot];
           for (uint32_t d = 0; d < dim; ++d) acc[d] += p * load_element(v, shape.dtype, (slot_base + slot) * dim + d);
           if (scores) scores[size_t(kv_head) * shape.num_slots + slot] += static_cast<float>(p);
         }

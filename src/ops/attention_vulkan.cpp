@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "ops/attention.h"
-#include "ops/vulkan_args.h"
+#include "ops/rotated_reads_vulkan.h"
 
 namespace kvc::ops {
 namespace {
@@ -37,23 +37,18 @@ void attention_vulkan(Backend& backend, const AttentionShape& shape, const Atten
   const uint32_t dim = shape.head_dim;
   const uint32_t first_chunk_slot = shape.num_slots - shape.num_queries;
   const bool f16 = shape.dtype == Dtype::F16;
-  const uint32_t rope_style = rope_style_constant(shape.rope);
-  const uint32_t rotary_dims = rope_style ? shape.rope.rotary_dims : 0;
-  // Without RoPE the position and turn bindings are never read; bind K in their place.
-  const vk::BufferSlice positions = rope_style ? slice(View{args.positions.tensor, 0}) : slice(args.k);
-  const vk::BufferSlice turns = rope_style ? slice(args.turn_table) : slice(args.k);
+  const RopeBindings rope = rope_bindings(shape.rope, args.positions, args.turn_table, args.k);
+  const uint32_t rope_style = rope.style, rotary_dims = rope.rotary_dims;
+  const vk::BufferSlice positions = rope.positions, turns = rope.turns;
 
   Tensor& lse = backend.scratch(ScratchId::AttentionLse, size_t(shape.num_queries) * shape.num_q_heads * 4);
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));
   // The chunk kernels and the scores read queries rotated and scaled once, by the rope op;
   // decode rotates its single query itself (one dispatch less on the latency-bound path).
   const bool needs_q_rot = shape.num_queries > 1 || args.scores;
   Tensor& q_rot = backend.scratch(ScratchId::AttentionQuery, needs_q_rot ? size_t(shape.num_queries) * shape.num_q_heads * dim * 4 : 4);
-  if (needs_q_rot) {
-    const RopeShape rope_shape{shape.num_queries, shape.num_q_heads, dim, shape.dtype, shape.rope, scale};
-    const View query_positions{args.positions.tensor, args.positions.offset + size_t(first_chunk_slot) * 4};
-    rope_vulkan(backend, rope_shape, {args.q, rope_style ? query_positions : View{}, args.turn_table, view(q_rot)});
-  }
+  if (needs_q_rot)
+    rotate_queries(backend, {shape.num_queries, shape.num_q_heads, dim, shape.dtype, shape.rope}, args.q, args.positions,
+                   first_chunk_slot, args.turn_table, q_rot);
 
   if (shape.num_queries == 1) {
     const uint32_t group_block = std::min(group, kDecodeGroupBlock);
@@ -64,6 +59,7 @@ void attention_vulkan(Backend& backend, const AttentionShape& shape, const Atten
     const uint32_t tiles = (shape.num_slots + tile - 1) / tile;
     const uint32_t num_splits = std::min(tiles, std::max(1u, kDecodeTargetGroups / (shape.num_kv_heads * head_blocks)));
     Tensor& partials = backend.scratch(ScratchId::AttentionPartials, size_t(shape.num_q_heads) * num_splits * (dim + 2) * 4);
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));
     const DecodePush decode{shape.num_slots, shape.slot_stride, num_splits, group, scale};
     recorder.dispatch({"attention_decode", 6, sizeof(DecodePush), {kDecodeWorkgroup, dim, group_block, f16, rope_style, rotary_dims}},
                       {slice(args.q), slice(args.k), slice(args.v), positions, turns, slice(view(partials))}, &decode,

@@ -1,6 +1,7 @@
 #include <string>
 
 #include "policies/full.h"
+#include "policies/observation_window.h"
 
 namespace kvc {
 
@@ -9,6 +10,11 @@ std::unique_ptr<Policy> make_policy(const CacheConfig& config) {
     case KVC_POLICY_FULL:
       require(config.policy_params == nullptr, KVC_ERROR_INVALID_ARGUMENT, "KVC_POLICY_FULL takes no policy_params");
       return std::make_unique<FullPolicy>(config);
+    case KVC_POLICY_SNAPKV:
+    case KVC_POLICY_PYRAMIDKV:
+    case KVC_POLICY_HITKV:
+    case KVC_POLICY_PHITKV:
+      return std::make_unique<WindowPolicy>(config, window_policy_config(config));
     default:
       break;
   }

@@ -35,6 +35,16 @@ class Policy {
   virtual void after_attend(Cache& cache, uint32_t layer, View scores) {
     (void)cache, (void)layer, (void)scores;
   }
+
+  // Called once an attend call succeeded, with its queries (host, the cache dtype,
+  // [n_queries][num_q_heads][head_dim], before RoPE): the newest n_queries tokens' queries.
+  virtual void observe_queries(Cache& cache, uint32_t layer, const void* q, uint32_t n_queries) {
+    (void)cache, (void)layer, (void)q, (void)n_queries;
+  }
+
+  // The application ended the prompt (kvc_cache_end_prefill): policies that select once per
+  // prompt (SnapKV, PyramidKV, HitKV) do it here. Throws before changing anything.
+  virtual void end_prefill(Cache& cache) { (void)cache; }
 };
 
 // The policy named by config.policy, with its parameters validated (throws Error).

@@ -1,0 +1,38 @@
+// Per-row top-k selection with a deterministic order: a higher key first, then the earlier
+// position, where a key is (priority flag, score). The k selected positions of each row are
+// written in ascending order, ready for a stable compaction. Scores must be non-negative and
+// finite (attention probabilities and their sums, pooled or not), so their IEEE bits order
+// as integers and the GPU and the CPU select exactly the same positions from the same input.
+// The optional priority is HitKV's rule (Sec. "Hit-based KV Eviction Algorithm"): positions
+// whose count reaches priority_min rank above all others, which then pad the row by score.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/backend.h"
+
+namespace kvc::ops {
+
+struct TopKShape {
+  uint32_t num_rows = 0;      // <= 65535
+  uint32_t row_length = 0;    // positions per row
+  uint32_t row_stride = 0;    // floats allocated per row in scores (and priority), >= row_length
+  uint32_t k = 0;             // <= row_length
+  uint32_t index_stride = 0;  // indices allocated per row in `indices`, >= k
+  uint32_t priority_min = 0;  // with priority: counts >= priority_min rank first
+};
+
+struct TopKArgs {
+  View scores;    // f32 [num_rows][row_stride], >= 0
+  View priority;  // optional uint32 [num_rows][row_stride]
+  View indices;   // uint32 [num_rows][index_stride]: the first k are written, ascending
+};
+
+// Throws Error (KVC_ERROR_INVALID_ARGUMENT) when the shape breaks the limits above.
+void check_top_k_shape(const TopKShape& shape);
+
+void top_k(Backend& backend, const TopKShape& shape, const TopKArgs& args);
+void top_k_cpu(const TopKShape& shape, const TopKArgs& args);
+void top_k_vulkan(Backend& backend, const TopKShape& shape, const TopKArgs& args);
+
+}  // namespace kvc::ops

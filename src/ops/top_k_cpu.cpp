@@ -1,0 +1,46 @@
+// The reference: per row, a partial sort of (key, position) pairs, then the chosen positions
+// sorted ascending.
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ops/top_k.h"
+
+namespace kvc::ops {
+
+void check_top_k_shape(const TopKShape& shape) {
+  require(shape.num_rows <= 65535, KVC_ERROR_INVALID_ARGUMENT, "top_k: " + std::to_string(shape.num_rows) + " rows; at most 65535");
+  require(shape.k <= shape.row_length, KVC_ERROR_INVALID_ARGUMENT,
+          "top_k: k = " + std::to_string(shape.k) + " exceeds the row length " + std::to_string(shape.row_length));
+  require(shape.row_length <= shape.row_stride && shape.k <= shape.index_stride, KVC_ERROR_INVALID_ARGUMENT,
+          "top_k: a row or index stride is shorter than what it holds");
+}
+
+void top_k_cpu(const TopKShape& shape, const TopKArgs& args) {
+  std::vector<std::pair<uint32_t, uint32_t>> ranked(shape.row_length);  // (key, position)
+  for (uint32_t row = 0; row < shape.num_rows; ++row) {
+    const size_t base = size_t(row) * shape.row_stride;
+    for (uint32_t i = 0; i < shape.row_length; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, args.scores.host<float>() + base + i, 4);
+      const bool flagged = args.priority && args.priority.host<uint32_t>()[base + i] >= shape.priority_min;
+      ranked[i] = {(flagged ? 0x80000000u : 0u) | (bits & 0x7fffffffu), i};
+    }
+    auto before = [](const std::pair<uint32_t, uint32_t>& a, const std::pair<uint32_t, uint32_t>& b) {
+      return a.first != b.first ? a.first > b.first : a.second < b.second;
+    };
+    std::partial_sort(ranked.begin(), ranked.begin() + shape.k, ranked.end(), before);
+    uint32_t* out = args.indices.host<uint32_t>() + size_t(row) * shape.index_stride;
+    for (uint32_t i = 0; i < shape.k; ++i) out[i] = ranked[i].second;
+    std::sort(out, out + shape.k);
+  }
+}
+
+void top_k(Backend& backend, const TopKShape& shape, const TopKArgs& args) {
+  check_top_k_shape(shape);
+  if (backend.is_cpu()) top_k_cpu(shape, args);
+  else top_k_vulkan(backend, shape, args);
+}
+
+}  // namespace kvc::ops

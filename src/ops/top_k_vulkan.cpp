@@ -1,0 +1,27 @@
+// One workgroup per row: a radix select (four 8-bit histogram passes) finds the k-th largest
+// key and how many keys equal to it to take, then one ordered pass writes the selection.
+#include "ops/top_k.h"
+#include "ops/vulkan_args.h"
+
+namespace kvc::ops {
+namespace {
+
+constexpr uint32_t kWorkgroupSize = 256;  // threads per row; also the radix histogram's bins
+constexpr uint32_t kRunLength = 8;         // consecutive positions per thread in the write pass
+
+struct TopKPush {
+  uint32_t row_length, row_stride, k, index_stride, priority_min;
+};
+
+}  // namespace
+
+void top_k_vulkan(Backend& backend, const TopKShape& shape, const TopKArgs& args) {
+  if (shape.num_rows == 0 || shape.k == 0) return;
+  const TopKPush push{shape.row_length, shape.row_stride, shape.k, shape.index_stride, shape.priority_min};
+  const bool has_priority = static_cast<bool>(args.priority);
+  backend.recorder().dispatch({"top_k", 3, sizeof(TopKPush), {kWorkgroupSize, kRunLength, has_priority}},
+                              {slice(args.scores), slice_or(args.priority, args.scores), slice(args.indices)}, &push,
+                              shape.num_rows);
+}
+
+}  // namespace kvc::ops

@@ -1,0 +1,55 @@
+// The reference: keys rotated once, then a direct softmax per (query head, window query) in
+// double; the sums accumulate in double too.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "ops/softmax_cpu.h"
+#include "ops/window_scores.h"
+
+namespace kvc::ops {
+
+void window_scores_cpu(const WindowScoresShape& shape, const WindowScoresArgs& args) {
+  const uint32_t group = shape.num_q_heads / shape.num_kv_heads;
+  const uint32_t dim = shape.head_dim;
+  const uint32_t prefix = shape.num_prefix();
+  const double scale = 1.0 / std::sqrt(static_cast<double>(dim));
+  const std::vector<double> inv_freq = shape.rope.enabled() ? rope_inverse_frequencies(shape.rope) : std::vector<double>();
+  const int32_t* positions = shape.rope.enabled() ? args.positions.host<int32_t>() : nullptr;
+  float* probs = args.probs.host<float>();
+  float* cumulative = args.cumulative.host<float>();
+
+  std::vector<float> keys(size_t(shape.num_slots) * dim), query(dim);
+  std::vector<double> row_probs(shape.num_slots), sums(prefix);
+  for (uint32_t kv_head = 0; kv_head < shape.num_kv_heads; ++kv_head) {
+    const size_t slot_base = size_t(kv_head) * shape.slot_stride;
+    for (uint32_t slot = 0; slot < shape.num_slots; ++slot) {
+      float* key = &keys[size_t(slot) * dim];
+      for (uint32_t d = 0; d < dim; ++d) key[d] = load_element(args.k.host<void>(), shape.dtype, (slot_base + slot) * dim + d);
+      if (positions) rope_rotate_row(shape.rope, inv_freq, key, positions[slot_base + slot]);
+    }
+    std::fill(sums.begin(), sums.end(), 0.0);
+    for (uint32_t g = 0; g < group; ++g) {
+      const uint32_t head = kv_head * group + g;
+      for (uint32_t j = 0; j < shape.window; ++j) {
+        const size_t q_base = (size_t(j) * shape.num_q_heads + head) * dim;
+        for (uint32_t d = 0; d < dim; ++d) query[d] = load_element(args.q.host<void>(), shape.dtype, q_base + d);
+        if (positions) rope_rotate_row(shape.rope, inv_freq, query.data(), positions[prefix + j]);
+        softmax_over_keys(query.data(), keys.data(), prefix + j + 1, dim, scale, row_probs);
+        float* row = probs + (size_t(head) * shape.window + j) * prefix;
+        for (uint32_t slot = 0; slot < prefix; ++slot) {
+          row[slot] = static_cast<float>(row_probs[slot]);
+          sums[slot] += row_probs[slot];
+        }
+      }
+    }
+    for (uint32_t slot = 0; slot < prefix; ++slot) cumulative[size_t(kv_head) * prefix + slot] = static_cast<float>(sums[slot]);
+  }
+}
+
+void window_scores(Backend& backend, const WindowScoresShape& shape, const WindowScoresArgs& args) {
+  if (backend.is_cpu()) window_scores_cpu(shape, args);
+  else window_scores_vulkan(backend, shape, args);
+}
+
+}  // namespace kvc::ops

@@ -1,0 +1,63 @@
+// The selection step shared by the observation-window policies, as ops on a Backend (the
+// policies and kvc-bench both record it): score the prefix with the window's queries, rank it
+// by the policy's indicator, and pick the prefix slots each kv head keeps.
+//  - Pooled attention (SnapKV, Li et al. 2024, Sec. 4.2; PyramidKV, Cai et al. 2025): the
+//    window's probabilities summed over its queries and the group's heads, max-pooled, top k.
+//  - Hit rate (HitKV, Sec. "Hit Rate" and "Hit-based KV Eviction Algorithm"): each window
+//    query's top-K prefix keys get a hit; keys whose hit rate reaches theta are kept first and
+//    every head is then padded (or cut) to the same length by the window-cumulative attention.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "backend/backend.h"
+#include "ops/window_scores.h"
+
+namespace kvc {
+
+enum class WindowIndicator { PooledAttention, HitRate };
+
+struct SelectionShape {
+  ops::WindowScoresShape scores;
+  uint32_t kept_prefix = 0;  // prefix slots each kv head keeps (the budget less the window)
+  WindowIndicator indicator = WindowIndicator::PooledAttention;
+  uint32_t pool_kernel = 7;    // pooled attention: odd max-pooling kernel
+  uint32_t hit_k = 0;          // hit rate: the hit coefficient K, <= the prefix length
+  uint32_t hit_min_count = 0;  // hit rate: hits a key needs, theta times the rows observed
+};
+
+// Hits a key needs for hit rate >= theta over `rows` observation rows: the least c with
+// c / rows >= theta, decided in double so theta = 0.5 over 128 rows needs exactly 64.
+uint32_t hits_needed(float theta, uint32_t rows);
+
+// A layer's storage as attention reads it: K and V [num_kv_heads][slot_stride][head_dim]
+// (K before RoPE) and int32 positions [num_kv_heads][slot_stride].
+struct LayerViews {
+  View k, v, positions;
+};
+
+// The step's intermediate tensors, grown on demand and reused across calls.
+class SelectionWorkspace {
+ public:
+  // Sizes the tensors for `shape`. Call it for every shape of a submission before recording
+  // any: a tensor replaced while commands that use it are recorded would be freed too early.
+  void reserve(Backend& backend, const SelectionShape& shape);
+
+  // Records the whole step for one layer (the workspace reserved for its shape): scores, indicator, top-k, then the compaction of the
+  // kept prefix slots (ascending) and the window into `to` (other tensors than `from`). q is
+  // the window's queries ([window][num_q_heads][head_dim], before RoPE).
+  void record(Backend& backend, const SelectionShape& shape, View q, const LayerViews& from, View turn_table, const LayerViews& to);
+
+ private:
+  static void grow(std::unique_ptr<Tensor>& tensor, Backend& backend, size_t bytes);
+  // The reserved tensor, checked to hold `bytes`.
+  static Tensor& reserved(const std::unique_ptr<Tensor>& tensor, size_t bytes);
+  // HitKV's ranking: hits from each row's top K, then top kept_prefix by (hit rate >= theta,
+  // cumulative attention) into `kept`.
+  void record_hit_selection(Backend& backend, const SelectionShape& shape, View probs, View cumulative, View kept);
+
+  std::unique_ptr<Tensor> probs_, cumulative_, pooled_, hit_lists_, hits_, kept_;
+};
+
+}  // namespace kvc

@@ -1,0 +1,66 @@
+// The CPU top-k against its definition: position i of a row is selected iff fewer than k
+// positions rank before it, where j ranks before i when its (priority flag, score) is larger,
+// or equal with j < i. Counted directly in O(n^2), without sorting.
+#include <doctest/doctest.h>
+
+#include "ops/top_k.h"
+#include "support/selection_support.h"
+
+namespace kvc {
+namespace {
+
+std::vector<uint32_t> top_k_by_definition(const std::vector<float>& scores, const std::vector<uint32_t>& priority,
+                                          uint32_t priority_min, uint32_t length, uint32_t k) {
+  std::vector<uint32_t> selected;
+  for (uint32_t i = 0; i < length; ++i) {
+    uint32_t before = 0;
+    for (uint32_t j = 0; j < length; ++j) {
+      const bool flag_i = !priority.empty() && priority[i] >= priority_min;
+      const bool flag_j = !priority.empty() && priority[j] >= priority_min;
+      if (flag_j != flag_i) before += flag_j;
+      else if (scores[j] != scores[i]) before += scores[j] > scores[i];
+      else before += j < i;
+    }
+    if (before < k) selected.push_back(i);
+  }
+  return selected;
+}
+
+}  // namespace
+
+TEST_CASE("top_k_cpu selects by (priority, score), ties to the earlier position, ascending") {
+  for (test::ScorePattern pattern : {test::ScorePattern::Random, test::ScorePattern::FourLevels, test::ScorePattern::AllEqual,
+                                     test::ScorePattern::MostlyZero})
+    for (bool with_priority : {false, true})
+      for (uint32_t length : {1u, 9u, 150u})
+        for (uint32_t k : {0u, 1u, length / 3, length}) {
+          const uint32_t rows = 2, stride = length + 2, index_stride = k + 1;
+          std::vector<float> scores = test::patterned_scores(size_t(rows) * stride, pattern);
+          std::vector<uint32_t> priority(size_t(rows) * stride);
+          for (uint32_t& count : priority) count = test::rng()() % 5;
+          auto score_tensor = test::tensor_of(test::cpu_backend(), scores);
+          auto priority_tensor = test::tensor_of(test::cpu_backend(), priority);
+          auto indices = test::make_poisoned(test::cpu_backend(), size_t(rows) * index_stride * 4);
+          const ops::TopKShape shape{rows, length, stride, k, index_stride, 2};
+          ops::top_k(test::cpu_backend(), shape,
+                     {view(*score_tensor), with_priority ? view(*priority_tensor) : View{}, view(*indices)});
+          const std::vector<uint32_t> got = test::read_as<uint32_t>(test::cpu_backend(), *indices, size_t(rows) * index_stride);
+          for (uint32_t row = 0; row < rows; ++row) {
+            const std::vector<float> row_scores(scores.begin() + row * stride, scores.begin() + row * stride + length);
+            const std::vector<uint32_t> row_priority =
+                with_priority ? std::vector<uint32_t>(priority.begin() + row * stride, priority.begin() + row * stride + length)
+                              : std::vector<uint32_t>();
+            INFO("pattern ", int(pattern), " priority ", with_priority, " length ", length, " k ", k, " row ", row);
+            CHECK(std::vector<uint32_t>(got.begin() + row * index_stride, got.begin() + row * index_stride + k) ==
+                  top_k_by_definition(row_scores, row_priority, 2, length, k));
+          }
+        }
+}
+
+TEST_CASE("top_k refuses k past the row length and too many rows") {
+  Tensor dummy(test::cpu_backend(), 64);
+  CHECK_THROWS_AS(ops::top_k(test::cpu_backend(), {1, 4, 4, 5, 5, 0}, {view(dummy), View{}, view(dummy)}), Error);
+  CHECK_THROWS_AS(ops::top_k(test::cpu_backend(), {70000, 1, 1, 1, 1, 0}, {view(dummy), View{}, view(dummy)}), Error);
+}
+
+}  // namespace kvc
