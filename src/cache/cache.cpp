@@ -134,6 +134,7 @@ void Cache::attend(uint32_t layer_index, uint32_t n_queries, const void* q, void
   ops::attention(backend_, shape, args);
   backend_.download(out_dev, 0, out, q_bytes);
   if (scores) backend_.download(*scores_dev, 0, scores, score_bytes);
+  layer.last_queries = n_queries;
   policy_->after_attend(*this, layer_index, scores_dev ? view(*scores_dev) : View{});
   backend_.submit();
 }
@@ -162,8 +163,10 @@ void Cache::reset() {
     layer.slots_held = 0;
     layer.last_append = 0;
     layer.tokens_seen = 0;
+    layer.last_queries = 0;
   }
   compressions_ = 0;
+  policy_->on_reset();
 }
 
 }  // namespace kvc

@@ -19,6 +19,7 @@ struct LayerState {
   std::unique_ptr<Tensor> positions;  // int32 [num_kv_heads][slot_stride]
   uint32_t slots_held = 0;            // the same for every kv head
   uint32_t last_append = 0;           // tokens of the latest append: the queries attend may take
+  uint32_t last_queries = 0;          // queries of the latest attend (what its scores sum over)
   uint64_t tokens_seen = 0;           // tokens appended so far
 };
 

@@ -35,6 +35,9 @@ class Policy {
   virtual void after_attend(Cache& cache, uint32_t layer, View scores) {
     (void)cache, (void)layer, (void)scores;
   }
+
+  // Called when the cache forgets every token (kvc_cache_reset): drop host-side step state.
+  virtual void on_reset() {}
 };
 
 // The policy named by config.policy, with its parameters validated (throws Error).

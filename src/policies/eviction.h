@@ -1,0 +1,59 @@
+// Decode-time eviction at a fixed cache size c per layer, the loop shared by StreamingLLM
+// (Xiao et al. 2023, §3.2), H2O (Zhang et al. 2023, §3), TOVA (Oren et al. 2024, §4) and
+// TreeKV (He et al. 2025, §4.1, Algorithm 1): append -> attend -> update per-slot scores ->
+// evict one token when over c, all recorded in the attend submission, no host round trip.
+// The sinks and the recent window are never evicted; TreeKV's paper keeps the same layout for
+// every method it compares (4 sinks + 508 recent + 512 selected at c = 1024, §5.2), and runs
+// all of them far past Llama-2's 4k positions (16k contexts, a 10M-token stream, §5.2), which
+// only re-assigned positions allow: so all four re-assign positions as TreeKV §4.1 and
+// StreamingLLM do, each kept token's position being its in-cache rank.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "ops/eviction_step.h"
+#include "policies/policy.h"
+
+namespace kvc {
+
+// The validated kvc_eviction_params, resolved per layer.
+struct EvictionSettings {
+  ops::EvictionRule rule = ops::EvictionRule::Oldest;
+  uint32_t sinks = 4;
+  uint32_t chunk_slots = 1;
+  uint32_t prefill_block = 32;
+  std::vector<uint32_t> capacities;      // c per layer
+  std::vector<uint32_t> recent_windows;  // per layer
+};
+
+// Checks config.policy_params (kvc_eviction_params or NULL) against config; throws Error
+// naming the field and its limit.
+EvictionSettings validate_eviction_params(const CacheConfig& config);
+
+class EvictionPolicy : public Policy {
+ public:
+  explicit EvictionPolicy(const CacheConfig& config);
+  uint32_t slots_allocated() const override;
+  void check_append(const Cache& cache, uint32_t layer, uint32_t n_tokens) const override;
+  // Slots 0..held-1 hold ranks 0..held-1, so an appended token's rank is its slot.
+  int32_t position_for_slot(const Cache&, uint32_t, uint32_t slot, uint64_t) const override { return int32_t(slot); }
+  bool needs_scores() const override { return ops::rule_keeps_sums(settings_.rule); }
+  void after_attend(Cache& cache, uint32_t layer, View scores) override;
+  void on_reset() override;
+
+ private:
+  // Per layer: S and C on the device (allocated at the layer's first step), and what the host
+  // knows: tokens already scored, and TreeKV's scope index idx - 1.
+  struct LayerSteps {
+    std::unique_ptr<Tensor> score_sums, score_counts;
+    uint64_t scored_through = 0;
+    uint32_t tree_index = 0;
+  };
+  void allocate(Cache& cache, LayerSteps& steps) const;
+
+  EvictionSettings settings_;
+  std::vector<LayerSteps> layers_;
+};
+
+}  // namespace kvc
