@@ -1,0 +1,110 @@
+// STREAMING, H2O, TOVA and TREEKV through the C API, on Vulkan and on the CPU: token by token
+// (append, attend), the cache must hold exactly what each paper's rule keeps when it is fed
+// the attention scores kvc_attend reports (support/eviction_stream's formula), with positions
+// re-assigned to ranks; the sinks and the recent window stay, and the size never exceeds c.
+#include <doctest/doctest.h>
+
+#include <map>
+
+#include "common/dtype.h"
+#include "support/api_helpers.h"
+#include "support/eviction_stream.h"
+#include "support/test_support.h"
+
+namespace kvc {
+namespace {
+
+struct PolicyCase {
+  kvc_policy policy;
+  uint32_t select_left_token;
+  ops::EvictionRule rule;
+};
+
+}  // namespace
+
+TEST_CASE("eviction policies keep what their papers' rules keep, on Vulkan and on the CPU") {
+  const uint32_t capacity = 24, sinks = 2, window = 5, tokens = 60;
+  const PolicyCase cases[] = {{KVC_POLICY_STREAMING, 0, ops::EvictionRule::Oldest},
+                              {KVC_POLICY_H2O, 0, ops::EvictionRule::Accumulated},
+                              {KVC_POLICY_TOVA, 0, ops::EvictionRule::CurrentQuery},
+                              {KVC_POLICY_TREEKV, 0, ops::EvictionRule::Tree},
+                              {KVC_POLICY_TREEKV, 1, ops::EvictionRule::TreeLeft}};
+  for (kvc_backend backend : {KVC_BACKEND_VULKAN, KVC_BACKEND_CPU})
+    for (kvc_dtype dtype : {KVC_DTYPE_F32, KVC_DTYPE_F16})
+      for (const PolicyCase& policy_case : cases) {
+        const Dtype storage = static_cast<Dtype>(dtype);
+        test::ContextPtr context = test::make_context(backend);
+        REQUIRE(context);
+        kvc_eviction_params params = kvc_eviction_params_default();
+        params.sinks = sinks;
+        params.recent_window = window;
+        params.select_left_token = policy_case.select_left_token;
+        kvc_cache_desc desc = test::small_cache_desc(dtype, capacity);
+        desc.policy = policy_case.policy;
+        desc.policy_params = &params;
+        test::CachePtr cache = test::make_cache(context.get(), desc);
+        const uint32_t kv = desc.num_kv_heads, dim = desc.head_dim;
+        const size_t row_bytes = dim * dtype_size(storage);
+
+        ops::EvictionShape rule_shape;
+        rule_shape.rule = policy_case.rule;
+        rule_shape.num_kv_heads = kv;
+        rule_shape.sinks = sinks;
+        rule_shape.recent_window = policy_case.policy == KVC_POLICY_STREAMING ? capacity - sinks : window;
+        std::vector<test::EvictionByFormula> formulas(desc.num_layers, test::EvictionByFormula(rule_shape, capacity));
+        // Per layer and kv head: each appended K row -> its token index (random rows are distinct).
+        std::vector<std::vector<std::map<std::vector<unsigned char>, uint32_t>>> token_of_row(
+            desc.num_layers, std::vector<std::map<std::vector<unsigned char>, uint32_t>>(kv));
+        INFO(kvc_status_name(KVC_OK), " backend ", backend, " ", dtype_name(storage), " policy ", policy_case.policy, " left ",
+             policy_case.select_left_token);
+        bool comparable = true;
+        for (uint32_t token = 0; token < tokens && comparable; ++token)
+          for (uint32_t layer = 0; layer < desc.num_layers; ++layer) {
+            std::vector<float> k = test::random_floats(kv * dim), v = test::random_floats(kv * dim),
+                               q = test::random_floats(desc.num_q_heads * dim, -3, 3);
+            const auto k_bytes = test::encode(k, storage), v_bytes = test::encode(v, storage), q_bytes = test::encode(q, storage);
+            for (uint32_t h = 0; h < kv; ++h)
+              token_of_row[layer][h][std::vector<unsigned char>(k_bytes.begin() + h * row_bytes, k_bytes.begin() + (h + 1) * row_bytes)] = token;
+            REQUIRE(kvc_cache_append(cache.get(), layer, 1, dtype, k_bytes.data(), v_bytes.data()) == KVC_OK);
+            const test::LayerSnapshot before = test::snapshot(cache.get(), layer);
+            std::vector<unsigned char> out(q_bytes.size());
+            std::vector<float> scores(kv * before.slots);
+            REQUIRE(kvc_attend(cache.get(), layer, 1, dtype, q_bytes.data(), out.data(), scores.data()) == KVC_OK);
+            // The formula sees the reported scores by rank (a slot's position is its rank).
+            std::vector<std::vector<double>> by_rank(kv, std::vector<double>(before.slots));
+            for (uint32_t h = 0; h < kv; ++h)
+              for (uint32_t slot = 0; slot < before.slots; ++slot)
+                by_rank[h][before.positions[h * before.slots + slot]] = scores[h * before.slots + slot];
+            formulas[layer].add_token(by_rank);
+            // Float sums decide within ~1e-7 of the double formula; closer calls may go either way.
+            if (formulas[layer].min_margin < 1e-6) {
+              MESSAGE("near-tie at token ", token, ": later steps are not compared");
+              comparable = false;
+              break;
+            }
+            const test::LayerSnapshot after = test::snapshot(cache.get(), layer);
+            REQUIRE(after.slots == std::min(token + 1, capacity));
+            for (uint32_t h = 0; h < kv; ++h) {
+              std::vector<uint32_t> kept(after.slots, ~0u);
+              for (uint32_t slot = 0; slot < after.slots; ++slot) {
+                const auto row = after.k.begin() + (size_t(h) * after.slots + slot) * row_bytes;
+                const auto found = token_of_row[layer][h].find(std::vector<unsigned char>(row, row + row_bytes));
+                REQUIRE(found != token_of_row[layer][h].end());
+                const int32_t rank = after.positions[h * after.slots + slot];
+                REQUIRE(rank >= 0);
+                REQUIRE(uint32_t(rank) < after.slots);
+                kept[rank] = found->second;
+              }
+              CHECK(kept == formulas[layer].kept[h]);
+            }
+          }
+        kvc_cache_stats stats{sizeof(kvc_cache_stats)};
+        REQUIRE(kvc_cache_stats_get(cache.get(), &stats) == KVC_OK);
+        if (comparable) CHECK(stats.compressions == desc.num_layers * (tokens - capacity));
+        kvc_context_info info{sizeof(kvc_context_info)};
+        REQUIRE(kvc_context_info_get(context.get(), &info) == KVC_OK);
+        CHECK(info.validation_messages == 0);
+      }
+}
+
+}  // namespace kvc
