@@ -55,7 +55,7 @@ TEST_CASE("eviction policies keep what their papers' rules keep, on Vulkan and o
         // Per layer and kv head: each appended K row -> its token index (random rows are distinct).
         std::vector<std::vector<std::map<std::vector<unsigned char>, uint32_t>>> token_of_row(
             desc.num_layers, std::vector<std::map<std::vector<unsigned char>, uint32_t>>(kv));
-        INFO(kvc_status_name(KVC_OK), " backend ", backend, " ", dtype_name(storage), " policy ", policy_case.policy, " left ",
+        INFO("backend ", backend, " ", dtype_name(storage), " policy ", policy_case.policy, " left ",
              policy_case.select_left_token);
         bool comparable = true;
         for (uint32_t token = 0; token < tokens && comparable; ++token)
