@@ -191,13 +191,18 @@ typedef struct kvc_eviction_params {
     uint32_t recent_window; /* newest tokens never evicted, or KVC_RECENT_WINDOW_DEFAULT; ignored
                              * by STREAMING (its window is capacity - sinks); sinks + window must be
                              * < the cache size of every layer */
-    uint32_t chunk_slots;   /* room beyond the cache size for a chunk appended to a full layer (a
-                             * prompt longer than c); default 1, one decode token; 1..2^24 */
+    uint32_t chunk_slots;   /* room beyond the cache size for the tokens of one append (a prompt
+                             * longer than c); default 1, one decode token; 1..2^24. The attend
+                             * that follows evicts back to c: token by token under each policy's
+                             * rule, or once by blocks under TREEKV (its prefill variant) */
     const uint32_t* layer_capacities; /* num_layers cache sizes, or NULL for `capacity` everywhere;
                                        * read only while the cache is created */
-    uint32_t prefill_block; /* TREEKV: block size b of its prefill variant; default 32 */
+    uint32_t prefill_block; /* TREEKV: block size b of its prefill variant, which scores blocks
+                             * by the prompt's last b queries; (c - sinks - recent_window) / b
+                             * must be below 4096; default 32 */
     uint32_t select_left_token; /* TREEKV ablation (TreeKVSelectLeftToken): 1 evicts the left token
-                                 * of the scope instead of the less important one; default 0 */
+                                 * of the scope instead of the less important one in decode steps
+                                 * (the prefill variant still compares blocks); default 0 */
 } kvc_eviction_params;
 
 /* Fills kvc_eviction_params with the papers' defaults: 4 sinks, KVC_RECENT_WINDOW_DEFAULT, one

@@ -39,6 +39,8 @@ class Cache {
   uint32_t slot_stride() const { return slot_stride_; }
   LayerState& layer(uint32_t index) { return layers_[index]; }
   const LayerState& layer(uint32_t index) const { return layers_[index]; }
+  // The device copy of the running attend call's Q: [n_queries][num_q_heads][head_dim].
+  View attend_queries() const { return View{query_input_.get(), 0}; }
   View turn_table() const { return rope_turns_ ? View{rope_turns_.get(), 0} : View{}; }
   size_t bytes_per_slot() const;
   size_t device_bytes_held() const;

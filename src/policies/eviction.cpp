@@ -4,6 +4,8 @@
 #include <string>
 
 #include "cache/cache.h"
+#include "ops/attention.h"
+#include "ops/tree_prefill.h"
 
 namespace kvc {
 
@@ -30,11 +32,78 @@ void EvictionPolicy::allocate(Cache& cache, LayerSteps& steps) const {
     steps.score_counts = std::make_unique<Tensor>(cache.backend(), slots * sizeof(uint32_t));
 }
 
+namespace {
+
+// Grows `tensor` to hold at least `bytes` (contents are not kept).
+Tensor& ensure(std::unique_ptr<Tensor>& tensor, Backend& backend, size_t bytes) {
+  if (!tensor || tensor->bytes() < bytes) tensor = std::make_unique<Tensor>(backend, bytes);
+  return *tensor;
+}
+
+}  // namespace
+
+void EvictionPolicy::prefill_by_blocks(Cache& cache, uint32_t layer) {
+  LayerState& state = cache.layer(layer);
+  LayerSteps& steps = layers_[layer];
+  const CacheConfig& config = cache.config();
+  Backend& backend = cache.backend();
+  // The observation window: the prompt's last block of queries (§4.2, following SnapKV).
+  const uint32_t window_queries = std::min(settings_.prefill_block, state.last_queries);
+  const size_t query_row = config.query_elements() * dtype_size(config.dtype);
+  Tensor& queries = ensure(window_queries_, backend, window_queries * query_row);
+  backend.copy(*cache.attend_queries().tensor, size_t(state.last_queries - window_queries) * query_row, queries, 0,
+               window_queries * query_row);
+  ops::AttentionShape window_shape;
+  window_shape.num_q_heads = config.num_q_heads;
+  window_shape.num_kv_heads = config.num_kv_heads;
+  window_shape.head_dim = config.head_dim;
+  window_shape.num_queries = window_queries;
+  window_shape.num_slots = state.slots_held;
+  window_shape.slot_stride = cache.slot_stride();
+  window_shape.dtype = config.dtype;
+  window_shape.rope = config.rope;
+  const size_t slots = size_t(config.num_kv_heads) * cache.slot_stride();
+  Tensor& window_scores = ensure(window_scores_, backend, slots * sizeof(float));
+  ops::attention(backend, window_shape,
+                 {view(queries), view(*state.k), view(*state.v), view(*state.positions), cache.turn_table(),
+                  view(ensure(window_out_, backend, window_queries * query_row)), view(window_scores)});
+
+  ops::TreePrefillShape shape;
+  shape.num_kv_heads = config.num_kv_heads;
+  shape.head_dim = config.head_dim;
+  shape.slot_stride = cache.slot_stride();
+  shape.dtype = config.dtype;
+  shape.slots_held = state.slots_held;
+  shape.num_queries = window_queries;
+  shape.sinks = settings_.sinks;
+  shape.recent_window = settings_.recent_windows[layer];
+  shape.capacity = settings_.capacities[layer];
+  shape.block = settings_.prefill_block;
+  ensure(spare_k_, backend, state.k->bytes());
+  ensure(spare_v_, backend, state.v->bytes());
+  ops::tree_prefill(backend, shape,
+                    {view(*state.k), view(*state.v), view(*state.positions), view(window_scores), view(*spare_k_),
+                     view(*spare_v_), view(*steps.score_sums), view(*steps.score_counts),
+                     view(ensure(prefill_scratch_, backend, 3 * slots * sizeof(uint32_t)))});
+  state.k.swap(spare_k_);
+  state.v.swap(spare_v_);
+  state.slots_held = ops::tree_block_layout(shape).kept;
+  // Decoding builds a new tree over the compacted cache, from idx = 1.
+  steps.tree_index = 0;
+}
+
 void EvictionPolicy::after_attend(Cache& cache, uint32_t layer, View scores) {
   LayerState& state = cache.layer(layer);
   LayerSteps& steps = layers_[layer];
   allocate(cache, steps);
   const uint32_t capacity = settings_.capacities[layer];
+  if (ops::rule_keeps_counts(settings_.rule) && state.last_queries > 1 && state.slots_held > capacity) {
+    prefill_by_blocks(cache, layer);
+    steps.scored_through = state.tokens_seen;
+    state.last_append = 0;
+    cache.count_compression();
+    return;
+  }
   ops::EvictionShape shape;
   shape.rule = settings_.rule;
   shape.num_kv_heads = cache.config().num_kv_heads;

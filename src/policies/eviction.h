@@ -51,9 +51,15 @@ class EvictionPolicy : public Policy {
     uint32_t tree_index = 0;
   };
   void allocate(Cache& cache, LayerSteps& steps) const;
+  // TreeKV §4.2: a prompt chunk that leaves more than c slots is cut down once by blocks.
+  void prefill_by_blocks(Cache& cache, uint32_t layer);
 
   EvictionSettings settings_;
   std::vector<LayerSteps> layers_;
+  // TreeKV prefill buffers, shared by the layers: the observation window's queries, output
+  // and scores, the op's scratch, and a spare K and V the compacted layer is written to (then
+  // swapped with the layer's, so the spare always holds some layer's old storage).
+  std::unique_ptr<Tensor> window_queries_, window_out_, window_scores_, prefill_scratch_, spare_k_, spare_v_;
 };
 
 }  // namespace kvc

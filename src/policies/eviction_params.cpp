@@ -2,6 +2,7 @@
 // creation with a message naming the field and its limit.
 #include <string>
 
+#include "ops/tree_prefill.h"
 #include "policies/eviction.h"
 
 namespace kvc {
@@ -59,6 +60,10 @@ EvictionSettings validate_eviction_params(const CacheConfig& config) {
             field + " is " + std::to_string(c) + "; it must exceed kvc_eviction_params.sinks (" + std::to_string(params.sinks) +
                 ")" + (streaming ? std::string() : " + recent_window (" + std::to_string(window) + ")") +
                 " so that some token can be evicted");
+    const uint64_t tree_blocks = (c - protected_slots) / params.prefill_block;
+    require(!tree || tree_blocks < ops::kMaxTreeBlocks, KVC_ERROR_INVALID_ARGUMENT,
+            field + " is " + std::to_string(c) + "; with KVC_POLICY_TREEKV, (cache size - sinks - recent_window) / prefill_block (" +
+                std::to_string(tree_blocks) + ") must be below " + std::to_string(ops::kMaxTreeBlocks) + ": raise prefill_block");
     settings.capacities.push_back(c);
     settings.recent_windows.push_back(window);
   }

@@ -4,6 +4,7 @@
 // re-assigned to ranks; the sinks and the recent window stay, and the size never exceeds c.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "common/dtype.h"
@@ -105,6 +106,77 @@ TEST_CASE("eviction policies keep what their papers' rules keep, on Vulkan and o
         REQUIRE(kvc_context_info_get(context.get(), &info) == KVC_OK);
         CHECK(info.validation_messages == 0);
       }
+}
+
+}  // namespace kvc
+
+namespace kvc {
+
+TEST_CASE("TREEKV prefill: a prompt longer than c is cut by whole blocks, then decoding goes on") {
+  const uint32_t capacity = 64, sinks = 3, window = 13, block = 8, prompt = 301;
+  for (kvc_backend backend : {KVC_BACKEND_VULKAN, KVC_BACKEND_CPU})
+    for (kvc_dtype dtype : {KVC_DTYPE_F32, KVC_DTYPE_F16}) {
+      const Dtype storage = static_cast<Dtype>(dtype);
+      test::ContextPtr context = test::make_context(backend);
+      REQUIRE(context);
+      kvc_eviction_params params = kvc_eviction_params_default();
+      params.sinks = sinks;
+      params.recent_window = window;
+      params.prefill_block = block;
+      params.chunk_slots = prompt;
+      kvc_cache_desc desc = test::small_cache_desc(dtype, capacity);
+      desc.policy = KVC_POLICY_TREEKV;
+      desc.policy_params = &params;
+      test::CachePtr cache = test::make_cache(context.get(), desc);
+      const uint32_t kv = desc.num_kv_heads, dim = desc.head_dim;
+      const size_t row_bytes = dim * dtype_size(storage);
+      INFO("backend ", backend, " ", dtype_name(storage));
+      std::vector<float> k = test::random_floats(prompt * kv * dim), v = test::random_floats(prompt * kv * dim),
+                         q = test::random_floats(prompt * desc.num_q_heads * dim, -3, 3);
+      const auto k_bytes = test::encode(k, storage), v_bytes = test::encode(v, storage), q_bytes = test::encode(q, storage);
+      std::vector<unsigned char> out(q_bytes.size());
+      REQUIRE(kvc_cache_append(cache.get(), 0, prompt, dtype, k_bytes.data(), v_bytes.data()) == KVC_OK);
+      REQUIRE(kvc_attend(cache.get(), 0, prompt, dtype, q_bytes.data(), out.data(), nullptr) == KVC_OK);
+      // (301 - 3 - 13) = 285 middle tokens: 35 blocks after dropping the oldest 5; the tree
+      // keeps floor((64 - 16) / 8) = 6 of them.
+      const uint32_t middle_first = sinks + 5, kept = sinks + window + 6 * block;
+      const test::LayerSnapshot shot = test::snapshot(cache.get(), 0);
+      REQUIRE(shot.slots == kept);
+      for (uint32_t h = 0; h < kv; ++h) {
+        const auto token_at = [&](uint32_t slot) {  // the prompt token whose K row the slot holds
+          for (uint32_t token = 0; token < prompt; ++token)
+            if (std::equal(shot.k.begin() + (size_t(h) * kept + slot) * row_bytes, shot.k.begin() + (size_t(h) * kept + slot + 1) * row_bytes,
+                           k_bytes.begin() + (size_t(token) * kv + h) * row_bytes))
+              return token;
+          return ~0u;
+        };
+        for (uint32_t slot = 0; slot < kept; ++slot) CHECK(shot.positions[h * kept + slot] == int32_t(slot));
+        for (uint32_t s = 0; s < sinks; ++s) CHECK(token_at(s) == s);
+        for (uint32_t r = 0; r < window; ++r) CHECK(token_at(kept - 1 - r) == prompt - 1 - r);
+        uint32_t previous_block = 0;
+        for (uint32_t b = 0; b < 6; ++b) {  // whole aligned blocks, in order
+          const uint32_t first = token_at(sinks + b * block);
+          REQUIRE(first >= middle_first);
+          CHECK((first - middle_first) % block == 0);
+          CHECK((b == 0 || first / block > previous_block));
+          previous_block = first / block;
+          for (uint32_t i = 1; i < block; ++i) CHECK(token_at(sinks + b * block + i) == first + i);
+        }
+      }
+      for (uint32_t step = 0; step < 20; ++step) {
+        std::vector<float> k1 = test::random_floats(kv * dim), q1 = test::random_floats(desc.num_q_heads * dim);
+        const auto k1_bytes = test::encode(k1, storage), q1_bytes = test::encode(q1, storage);
+        std::vector<unsigned char> out1(q1_bytes.size());
+        REQUIRE(kvc_cache_append(cache.get(), 0, 1, dtype, k1_bytes.data(), k1_bytes.data()) == KVC_OK);
+        REQUIRE(kvc_attend(cache.get(), 0, 1, dtype, q1_bytes.data(), out1.data(), nullptr) == KVC_OK);
+        uint32_t slots = 0;
+        REQUIRE(kvc_cache_layer_slots(cache.get(), 0, &slots) == KVC_OK);
+        CHECK(slots == std::min(kept + step + 1, capacity));
+      }
+      kvc_context_info info{sizeof(kvc_context_info)};
+      REQUIRE(kvc_context_info_get(context.get(), &info) == KVC_OK);
+      CHECK(info.validation_messages == 0);
+    }
 }
 
 }  // namespace kvc
