@@ -9,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "cache/cache_config.h"
+#include "ops/attention.h"
 #include "policies/policy.h"
 
 namespace kvc {
@@ -39,6 +40,8 @@ class Cache {
   uint32_t slot_stride() const { return slot_stride_; }
   LayerState& layer(uint32_t index) { return layers_[index]; }
   const LayerState& layer(uint32_t index) const { return layers_[index]; }
+  // The shape of attention by n_queries newest tokens over everything `layer` holds.
+  ops::AttentionShape attention_shape(uint32_t layer, uint32_t n_queries) const;
   // The device copy of the running attend call's Q: [n_queries][num_q_heads][head_dim].
   View attend_queries() const { return View{query_input_.get(), 0}; }
   View turn_table() const { return rope_turns_ ? View{rope_turns_.get(), 0} : View{}; }

@@ -53,18 +53,9 @@ void EvictionPolicy::prefill_by_blocks(Cache& cache, uint32_t layer) {
   Tensor& queries = ensure(window_queries_, backend, window_queries * query_row);
   backend.copy(*cache.attend_queries().tensor, size_t(state.last_queries - window_queries) * query_row, queries, 0,
                window_queries * query_row);
-  ops::AttentionShape window_shape;
-  window_shape.num_q_heads = config.num_q_heads;
-  window_shape.num_kv_heads = config.num_kv_heads;
-  window_shape.head_dim = config.head_dim;
-  window_shape.num_queries = window_queries;
-  window_shape.num_slots = state.slots_held;
-  window_shape.slot_stride = cache.slot_stride();
-  window_shape.dtype = config.dtype;
-  window_shape.rope = config.rope;
   const size_t slots = size_t(config.num_kv_heads) * cache.slot_stride();
   Tensor& window_scores = ensure(window_scores_, backend, slots * sizeof(float));
-  ops::attention(backend, window_shape,
+  ops::attention(backend, cache.attention_shape(layer, window_queries),
                  {view(queries), view(*state.k), view(*state.v), view(*state.positions), cache.turn_table(),
                   view(ensure(window_out_, backend, window_queries * query_row)), view(window_scores)});
 

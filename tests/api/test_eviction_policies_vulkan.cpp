@@ -21,6 +21,22 @@ struct PolicyCase {
   ops::EvictionRule rule;
 };
 
+kvc_eviction_params eviction_params(uint32_t sinks, uint32_t window) {
+  kvc_eviction_params params = kvc_eviction_params_default();
+  params.sinks = sinks;
+  params.recent_window = window;
+  return params;
+}
+
+// A cache of small_cache_desc's shape under `policy` (params are read at creation only).
+test::CachePtr make_eviction_cache(kvc_context* context, kvc_dtype dtype, uint32_t capacity, kvc_policy policy,
+                                   const kvc_eviction_params& params, kvc_cache_desc& desc) {
+  desc = test::small_cache_desc(dtype, capacity);
+  desc.policy = policy;
+  desc.policy_params = &params;
+  return test::make_cache(context, desc);
+}
+
 }  // namespace
 
 TEST_CASE("eviction policies keep what their papers' rules keep, on Vulkan and on the CPU") {
@@ -36,14 +52,10 @@ TEST_CASE("eviction policies keep what their papers' rules keep, on Vulkan and o
         const Dtype storage = static_cast<Dtype>(dtype);
         test::ContextPtr context = test::make_context(backend);
         REQUIRE(context);
-        kvc_eviction_params params = kvc_eviction_params_default();
-        params.sinks = sinks;
-        params.recent_window = window;
+        kvc_eviction_params params = eviction_params(sinks, window);
         params.select_left_token = policy_case.select_left_token;
-        kvc_cache_desc desc = test::small_cache_desc(dtype, capacity);
-        desc.policy = policy_case.policy;
-        desc.policy_params = &params;
-        test::CachePtr cache = test::make_cache(context.get(), desc);
+        kvc_cache_desc desc;
+        test::CachePtr cache = make_eviction_cache(context.get(), dtype, capacity, policy_case.policy, params, desc);
         const uint32_t kv = desc.num_kv_heads, dim = desc.head_dim;
         const size_t row_bytes = dim * dtype_size(storage);
 
@@ -108,10 +120,6 @@ TEST_CASE("eviction policies keep what their papers' rules keep, on Vulkan and o
       }
 }
 
-}  // namespace kvc
-
-namespace kvc {
-
 TEST_CASE("TREEKV prefill: a prompt longer than c is cut by whole blocks, then decoding goes on") {
   const uint32_t capacity = 64, sinks = 3, window = 13, block = 8, prompt = 301;
   for (kvc_backend backend : {KVC_BACKEND_VULKAN, KVC_BACKEND_CPU})
@@ -119,15 +127,11 @@ TEST_CASE("TREEKV prefill: a prompt longer than c is cut by whole blocks, then d
       const Dtype storage = static_cast<Dtype>(dtype);
       test::ContextPtr context = test::make_context(backend);
       REQUIRE(context);
-      kvc_eviction_params params = kvc_eviction_params_default();
-      params.sinks = sinks;
-      params.recent_window = window;
+      kvc_eviction_params params = eviction_params(sinks, window);
       params.prefill_block = block;
       params.chunk_slots = prompt;
-      kvc_cache_desc desc = test::small_cache_desc(dtype, capacity);
-      desc.policy = KVC_POLICY_TREEKV;
-      desc.policy_params = &params;
-      test::CachePtr cache = test::make_cache(context.get(), desc);
+      kvc_cache_desc desc;
+      test::CachePtr cache = make_eviction_cache(context.get(), dtype, capacity, KVC_POLICY_TREEKV, params, desc);
       const uint32_t kv = desc.num_kv_heads, dim = desc.head_dim;
       const size_t row_bytes = dim * dtype_size(storage);
       INFO("backend ", backend, " ", dtype_name(storage));

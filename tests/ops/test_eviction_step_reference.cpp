@@ -15,15 +15,7 @@ namespace {
 using ops::EvictionRule;
 
 ops::EvictionShape stream_shape(EvictionRule rule, uint32_t capacity, uint32_t sinks, uint32_t window) {
-  ops::EvictionShape shape;
-  shape.rule = rule;
-  shape.num_kv_heads = 3;
-  shape.head_dim = 8;
-  shape.slot_stride = capacity + 3;
-  shape.sinks = sinks;
-  shape.recent_window = rule == EvictionRule::Oldest ? capacity - sinks : window;
-  shape.tree_span = capacity - sinks - shape.recent_window;
-  return shape;
+  return test::eviction_stream_shape(rule, capacity, sinks, window, 3, 8, Dtype::F32);
 }
 
 // One token through the reference with random scores, scattered to the slots by their ranks.

@@ -18,15 +18,7 @@ TEST_CASE("eviction_step on Vulkan evicts exactly the CPU reference's tokens") {
   for (Dtype dtype : {Dtype::F32, Dtype::F16})
     for (EvictionRule rule : {EvictionRule::Oldest, EvictionRule::Accumulated, EvictionRule::CurrentQuery, EvictionRule::Tree,
                               EvictionRule::TreeLeft}) {
-      ops::EvictionShape shape;
-      shape.rule = rule;
-      shape.num_kv_heads = 3;
-      shape.head_dim = 24;
-      shape.slot_stride = capacity + 2;
-      shape.dtype = dtype;
-      shape.sinks = sinks;
-      shape.recent_window = rule == EvictionRule::Oldest ? capacity - sinks : window;
-      shape.tree_span = capacity - sinks - shape.recent_window;
+      const ops::EvictionShape shape = test::eviction_stream_shape(rule, capacity, sinks, window, 3, 24, dtype);
       test::EvictionStream on_gpu(*gpu, shape, capacity), on_cpu(test::cpu_backend(), shape, capacity);
       INFO(dtype_name(dtype), " rule ", uint32_t(rule));
       for (uint32_t done = 0; done < tokens; done += batch) {

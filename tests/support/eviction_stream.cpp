@@ -16,6 +16,20 @@ constexpr uint32_t kIndexBase = 1024;
 
 }  // namespace
 
+ops::EvictionShape eviction_stream_shape(ops::EvictionRule rule, uint32_t capacity, uint32_t sinks, uint32_t window,
+                                         uint32_t num_kv_heads, uint32_t head_dim, Dtype dtype) {
+  ops::EvictionShape shape;
+  shape.rule = rule;
+  shape.num_kv_heads = num_kv_heads;
+  shape.head_dim = head_dim;
+  shape.slot_stride = capacity + 2;  // room past the transient slot: strides are exercised
+  shape.dtype = dtype;
+  shape.sinks = sinks;
+  shape.recent_window = rule == ops::EvictionRule::Oldest ? capacity - sinks : window;
+  shape.tree_span = capacity - sinks - shape.recent_window;
+  return shape;
+}
+
 EvictionStream::EvictionStream(Backend& backend_in, const ops::EvictionShape& settings, uint32_t capacity_in)
     : backend(backend_in), shape(settings), capacity(capacity_in) {
   shape.slots_held = 0;

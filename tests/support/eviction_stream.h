@@ -10,6 +10,10 @@
 
 namespace kvc::test {
 
+// The op's settings for a stream: `window` is ignored by Oldest (StreamingLLM keeps c - sinks).
+ops::EvictionShape eviction_stream_shape(ops::EvictionRule rule, uint32_t capacity, uint32_t sinks, uint32_t window,
+                                         uint32_t num_kv_heads, uint32_t head_dim, Dtype dtype);
+
 struct EvictionStream {
   EvictionStream(Backend& backend, const ops::EvictionShape& settings, uint32_t capacity);
 
