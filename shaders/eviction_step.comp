@@ -54,25 +54,19 @@ bool before(float score_a, uint rank_a, float score_b, uint rank_b) {
   return rank_a != NONE && (rank_b == NONE || score_a < score_b || (score_a == score_b && rank_a < rank_b));
 }
 
-// Physical slots of ranks first and first + 1 (of this head), into slot_of_s[0] and [1].
-void find_slots(uint base, uint held, uint first) {
-  for (uint slot = gl_LocalInvocationID.x; slot < held; slot += WG) {
-    const uint rank = uint(positions[base + slot]);
-    if (rank == first || rank == first + 1) slot_of_s[rank - first] = slot;
-  }
-  sync();
+// Records in slot_of_s the physical slots of ranks `left` and `left + 1`, if `slot` holds one.
+void note_scope_slot(uint slot, uint rank, uint left) {
+  if (rank == left || rank == left + 1) slot_of_s[rank - left] = slot;
 }
 
-// The evictable rank with the lowest S (ties: lowest rank), reduced over the workgroup.
-uint lowest_sum_rank(uint base, uint held, uint first, uint end) {
+// Folds one candidate into a thread's running lowest (score, rank).
+void note_candidate(float score, uint rank, uint first, uint end, inout float best, inout uint best_rank) {
+  if (rank >= first && rank < end && before(score, rank, best, best_rank)) best = score, best_rank = rank;
+}
+
+// The workgroup's lowest (score, rank) of the threads' candidates.
+uint reduce_lowest(float best, uint best_rank) {
   const uint t = gl_LocalInvocationID.x;
-  float best = 0.0;
-  uint best_rank = NONE;
-  for (uint slot = t; slot < held; slot += WG) {
-    const uint rank = uint(positions[base + slot]);
-    const float score = sums[base + slot];
-    if (rank >= first && rank < end && before(score, rank, best, best_rank)) best = score, best_rank = rank;
-  }
   best_score_s[t] = best;
   best_rank_s[t] = best_rank;
   sync();
@@ -88,13 +82,24 @@ uint lowest_sum_rank(uint base, uint held, uint first, uint end) {
   return result;
 }
 
-uint choose_victim(uint base, uint held, uint eviction) {
-  const uint first = push.sinks, end = held - push.recent_window;
+// The victim of eviction `eviction`. The first eviction's candidates (lowest S, or the
+// scope's slots) were gathered by the score-update pass; later ones scan the slots again.
+uint choose_victim(uint base, uint held, uint eviction, float best, uint best_rank) {
+  const uint first = push.sinks, end = held - push.recent_window;  // evictable ranks [first, end)
   if (RULE == RULE_OLDEST) return first;
-  if (RULE == RULE_ACCUMULATED || RULE == RULE_CURRENT_QUERY) return lowest_sum_rank(base, held, first, end);
+  const uint t = gl_LocalInvocationID.x;
+  if (RULE == RULE_ACCUMULATED || RULE == RULE_CURRENT_QUERY) {
+    if (eviction > 0) {
+      best_rank = NONE;
+      for (uint slot = t; slot < held; slot += WG) note_candidate(sums[base + slot], uint(positions[base + slot]), first, end, best, best_rank);
+    }
+    return reduce_lowest(best, best_rank);
+  }
   const uint left = first + (push.tree_first + eviction) % push.tree_span;
   if (RULE == RULE_TREE_LEFT) return left;
-  find_slots(base, held, left);
+  if (eviction > 0)
+    for (uint slot = t; slot < held; slot += WG) note_scope_slot(slot, uint(positions[base + slot]), left);
+  sync();
   const uint a = base + slot_of_s[0], b = base + slot_of_s[1];
   // S_a / C_a > S_b / C_b without a division (C > 0): products are correctly rounded on every
   // Vulkan device, division is not, and the CPU reference compares the same products.
@@ -130,28 +135,40 @@ void evict_rank(uint base, uint held, uint victim) {
 }
 
 void main() {
-  const uint kv_head = gl_WorkGroupID.x;
+  const uint kv_head = gl_WorkGroupID.x, t = gl_LocalInvocationID.x;
   const uint base = kv_head * push.slot_stride;
   const uint held = push.slots_held;
+  // One pass updates the scores and gathers the first eviction's candidates.
+  const bool evicting = push.evictions > 0;
+  const uint first = push.sinks, end = evicting ? held - push.recent_window : 0u;
+  const uint left = KEEPS_COUNTS && evicting ? first + push.tree_first % push.tree_span : 0u;
+  float best = 0.0;
+  uint best_rank = NONE;
   if (KEEPS_SUMS) {
     const uint first_query = held - push.num_queries;
-    for (uint slot = gl_LocalInvocationID.x; slot < held; slot += WG) {
+    for (uint slot = t; slot < held; slot += WG) {
       const uint rank = uint(positions[base + slot]);
       const bool fresh = slot + push.new_slots >= held;
+      float sum;
       if (RULE == RULE_CURRENT_QUERY) {
-        float total = 0.0;
-        for (uint h = 0; h < push.num_kv_heads; ++h) total += scores[h * held + slot];
-        sums[base + slot] = total;
+        sum = 0.0;
+        for (uint h = 0; h < push.num_kv_heads; ++h) sum += scores[h * held + slot];
       } else {
-        sums[base + slot] = (fresh ? 0.0 : sums[base + slot]) + scores[kv_head * held + slot];
+        sum = (fresh ? 0.0 : sums[base + slot]) + scores[kv_head * held + slot];
       }
+      sums[base + slot] = sum;
       // Queries are the newest num_queries ranks; each sees the ranks up to its own.
-      if (KEEPS_COUNTS) counts[base + slot] = (fresh ? 0u : counts[base + slot]) + held - max(rank, first_query);
+      if (KEEPS_COUNTS) {
+        counts[base + slot] = (fresh ? 0u : counts[base + slot]) + held - max(rank, first_query);
+        if (evicting) note_scope_slot(slot, rank, left);
+      } else {
+        note_candidate(sum, rank, first, end, best, best_rank);
+      }
     }
     sync();
   }
   for (uint eviction = 0; eviction < push.evictions; ++eviction) {
     const uint held_now = held - eviction;
-    evict_rank(base, held_now, choose_victim(base, held_now, eviction));
+    evict_rank(base, held_now, choose_victim(base, held_now, eviction, best, best_rank));
   }
 }

@@ -32,7 +32,7 @@ std::vector<std::vector<double>> feed_random_token(test::EvictionStream& stream)
       scores[h][rank] = by_rank[size_t(h) * held + rank];
     }
   auto tensor = test::make_tensor(stream.backend, by_slot.data(), by_slot.size() * 4);
-  stream.record_token(view(*tensor));
+  stream.record_tokens(view(*tensor));
   return scores;
 }
 

@@ -11,6 +11,8 @@
 namespace kvc::test {
 namespace {
 
+constexpr uint32_t kMaxChunk = 8;  // tokens one record_tokens may append to a full cache
+
 // Token index t as two f16-exact integers (t % 1024, t / 1024); V holds their negatives.
 constexpr uint32_t kIndexBase = 1024;
 
@@ -22,7 +24,7 @@ ops::EvictionShape eviction_stream_shape(ops::EvictionRule rule, uint32_t capaci
   shape.rule = rule;
   shape.num_kv_heads = num_kv_heads;
   shape.head_dim = head_dim;
-  shape.slot_stride = capacity + 2;  // room past the transient slot: strides are exercised
+  shape.slot_stride = capacity + kMaxChunk + 1;  // room for a chunk, and a stride past it
   shape.dtype = dtype;
   shape.sinks = sinks;
   shape.recent_window = rule == ops::EvictionRule::Oldest ? capacity - sinks : window;
@@ -41,24 +43,26 @@ EvictionStream::EvictionStream(Backend& backend_in, const ops::EvictionShape& se
   counts = make_poisoned(backend, slots * 4);
 }
 
-void EvictionStream::record_token(View scores) {
-  const uint32_t slot = shape.slots_held;
+void EvictionStream::record_tokens(View scores, uint32_t count) {
+  REQUIRE(shape.slots_held + count <= shape.slot_stride);
   const size_t row_bytes = size_t(shape.head_dim) * dtype_size(shape.dtype);
-  for (uint32_t head = 0; head < shape.num_kv_heads; ++head) {
-    std::vector<float> key(shape.head_dim, float(head)), value(shape.head_dim, -float(head));
-    key[0] = float(tokens % kIndexBase), key[1] = float(tokens / kIndexBase);
-    value[0] = -key[0], value[1] = -key[1];
-    const size_t row = size_t(head) * shape.slot_stride + slot;
-    backend.upload(encode(key, shape.dtype).data(), row_bytes, *k, row * row_bytes);
-    backend.upload(encode(value, shape.dtype).data(), row_bytes, *v, row * row_bytes);
-    const int32_t rank = int32_t(slot);
-    backend.upload(&rank, 4, *positions, row * 4);
+  for (uint32_t i = 0; i < count; ++i, ++tokens) {
+    const uint32_t slot = shape.slots_held + i;
+    for (uint32_t head = 0; head < shape.num_kv_heads; ++head) {
+      std::vector<float> key(shape.head_dim, float(head)), value(shape.head_dim, -float(head));
+      key[0] = float(tokens % kIndexBase), key[1] = float(tokens / kIndexBase);
+      value[0] = -key[0], value[1] = -key[1];
+      const size_t row = size_t(head) * shape.slot_stride + slot;
+      backend.upload(encode(key, shape.dtype).data(), row_bytes, *k, row * row_bytes);
+      backend.upload(encode(value, shape.dtype).data(), row_bytes, *v, row * row_bytes);
+      const int32_t rank = int32_t(slot);
+      backend.upload(&rank, 4, *positions, row * 4);
+    }
   }
-  ++tokens;
   ops::EvictionShape step = shape;
-  step.slots_held = slot + 1;
-  step.new_slots = 1;
-  step.num_queries = 1;
+  step.slots_held = shape.slots_held + count;
+  step.new_slots = count;
+  step.num_queries = count;
   step.evictions = step.slots_held > capacity ? step.slots_held - capacity : 0;
   ops::eviction_step(backend, step, {view(*k), view(*v), view(*positions), scores, view(*sums), view(*counts)});
   shape.slots_held = step.slots_held - step.evictions;

@@ -17,9 +17,10 @@ ops::EvictionShape eviction_stream_shape(ops::EvictionRule rule, uint32_t capaci
 struct EvictionStream {
   EvictionStream(Backend& backend, const ops::EvictionShape& settings, uint32_t capacity);
 
-  // Records appending the next token and one step whose attention scores are `scores`
-  // (f32 [num_kv_heads][slots held after the append], by physical slot; unused by Oldest).
-  void record_token(View scores);
+  // Records appending the next `count` tokens (a chunk when > 1, whose queries are all
+  // counted) and one step whose attention scores are `scores` (f32 [num_kv_heads][slots held
+  // after the append], by physical slot; unused by Oldest).
+  void record_tokens(View scores, uint32_t count = 1);
   // Kept token indices per kv head, by rank; checks that every V row matches its K row.
   std::vector<std::vector<uint32_t>> kept_tokens();
   // Positions, S and C as bytes, for bitwise comparisons between backends.
