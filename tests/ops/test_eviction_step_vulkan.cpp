@@ -13,11 +13,12 @@ using ops::EvictionRule;
 constexpr EvictionRule kRules[] = {EvictionRule::Oldest, EvictionRule::Accumulated, EvictionRule::CurrentQuery,
                                    EvictionRule::Tree, EvictionRule::TreeLeft};
 
-// Streams `steps` appends of 1..max_chunk tokens (a chunk evicts several) into a cache of 101
-// with 5 sinks and a window of 19, 3 kv heads of head_dim 24, on Vulkan and on the CPU,
-// comparing both every `batch` steps (one submission each).
-void compare_streams(Backend& gpu, EvictionRule rule, Dtype dtype, uint32_t steps, uint32_t batch, uint32_t max_chunk) {
-  const uint32_t capacity = 101, sinks = 5, window = 19;
+// Streams `steps` appends of 1..max_chunk tokens (a chunk evicts several) into a cache of
+// `capacity` with 5 sinks and a window of 19, 3 kv heads of head_dim 24, on Vulkan and on the
+// CPU, comparing both every `batch` steps (one submission each).
+void compare_streams(Backend& gpu, EvictionRule rule, Dtype dtype, uint32_t capacity, uint32_t steps, uint32_t batch,
+                     uint32_t max_chunk) {
+  const uint32_t sinks = 5, window = 19;
   const ops::EvictionShape shape = test::eviction_stream_shape(rule, capacity, sinks, window, 3, 24, dtype);
   // Each step's scores start at a multiple of 256 bytes: descriptor offsets stay aligned.
   const size_t score_stride = ((size_t(3) * shape.slot_stride * 4 + 255) / 256) * 256;
@@ -55,14 +56,21 @@ TEST_CASE("eviction_step on Vulkan evicts exactly the CPU reference's tokens ove
   Backend* gpu = test::vulkan_backend();
   REQUIRE(gpu != nullptr);
   for (Dtype dtype : {Dtype::F32, Dtype::F16})
-    for (EvictionRule rule : kRules) compare_streams(*gpu, rule, dtype, 20000, 2000, 1);
+    for (EvictionRule rule : kRules) compare_streams(*gpu, rule, dtype, 101, 20000, 2000, 1);
   CHECK(test::validation_messages() == 0);
 }
 
 TEST_CASE("eviction_step on Vulkan equals the CPU reference when a chunk evicts several tokens") {
   Backend* gpu = test::vulkan_backend();
   REQUIRE(gpu != nullptr);
-  for (EvictionRule rule : kRules) compare_streams(*gpu, rule, Dtype::F32, 600, 200, 8);
+  for (EvictionRule rule : kRules) compare_streams(*gpu, rule, Dtype::F32, 101, 600, 200, 8);
+  CHECK(test::validation_messages() == 0);
+}
+
+TEST_CASE("eviction_step on Vulkan equals the CPU reference on a cache of 4,200 (1,024 threads per kv head)") {
+  Backend* gpu = test::vulkan_backend();
+  REQUIRE(gpu != nullptr);
+  for (EvictionRule rule : {EvictionRule::Accumulated, EvictionRule::Tree}) compare_streams(*gpu, rule, Dtype::F16, 4200, 1300, 1300, 8);
   CHECK(test::validation_messages() == 0);
 }
 
