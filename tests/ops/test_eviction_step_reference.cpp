@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <utility>
 
 #include "support/eviction_stream.h"
 #include "support/test_support.h"
@@ -39,13 +40,15 @@ std::vector<std::vector<double>> feed_random_token(test::EvictionStream& stream)
 }  // namespace
 
 TEST_CASE("eviction_step reference evicts what each paper's rule evicts") {
-  const uint32_t capacity = 37, sinks = 4, window = 7;
+  const uint32_t capacity = 37;
+  // With no sinks and no window the tree rule is Algorithm 1 as printed (the newest token may go).
+  for (const auto& [sinks, window] : {std::pair<uint32_t, uint32_t>{4, 7}, {0, 0}})
   for (EvictionRule rule : {EvictionRule::Oldest, EvictionRule::Accumulated, EvictionRule::CurrentQuery, EvictionRule::Tree,
                             EvictionRule::TreeLeft}) {
     const ops::EvictionShape shape = stream_shape(rule, capacity, sinks, window);
     test::EvictionStream stream(test::cpu_backend(), shape, capacity);
     test::EvictionByFormula formula(shape, capacity);
-    INFO("rule ", uint32_t(rule));
+    INFO("rule ", uint32_t(rule), " sinks ", sinks, " window ", window);
     for (uint32_t token = 0; token < 1500; ++token) {
       formula.add_token(feed_random_token(stream));
       // f32 products and sums decide within ~1e-7 of the double formula: a decision closer than
