@@ -109,6 +109,7 @@ void EvictionPolicy::after_attend(Cache& cache, uint32_t layer, View scores) {
   shape.evictions = state.slots_held > capacity ? state.slots_held - capacity : 0;
   shape.tree_span = capacity - settings_.sinks - settings_.recent_windows[layer];
   shape.tree_first = steps.tree_index;
+  if (shape.evictions == 0 && !needs_scores()) return;  // StreamingLLM: nothing to do until full
   const auto optional = [](const std::unique_ptr<Tensor>& tensor) { return tensor ? view(*tensor) : View{}; };
   ops::eviction_step(cache.backend(), shape,
                      {view(*state.k), view(*state.v), view(*state.positions), scores, optional(steps.score_sums),
