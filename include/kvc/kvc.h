@@ -184,7 +184,8 @@ typedef struct kvc_cache_desc {
  * of kvc_cache_desc is the cache size c each layer holds after every attend; a decode step
  * appends one token (c + 1 slots), attends, updates the scores and evicts one token on the
  * device. Kept tokens carry their in-cache rank as position (RoPE), as StreamingLLM and TreeKV
- * re-assign positions after eviction. */
+ * re-assign positions after eviction; an evicted token's slot takes the newest token, so
+ * kvc_cache_read returns slots in no particular order, each with its rank as position. */
 typedef struct kvc_eviction_params {
     uint32_t struct_size;
     uint32_t sinks;         /* first tokens never evicted; default 4 */
