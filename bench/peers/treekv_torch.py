@@ -1,4 +1,4 @@
-"""TreeKV (He et al. 2025), Algorithm 1: the less important of the scope {idx, idx + 1}; one decode step
+"""TreeKV (He et al.), Algorithm 1: the less important of the scope {idx, idx + 1}; one decode step
 of 32 layers in PyTorch, for the peer script (see eviction_peer.py)."""
 from eviction_peer import make_policy_step, rows
 

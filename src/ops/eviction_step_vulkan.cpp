@@ -1,3 +1,4 @@
+// Vulkan eviction step: one dispatch per layer, one workgroup per kv head (shaders/eviction_step.comp).
 #include <algorithm>
 
 #include "ops/eviction_step.h"

@@ -1,3 +1,4 @@
+// Vulkan TreeKV prefill: one dispatch, one workgroup per kv head (shaders/tree_prefill.comp).
 #include "ops/tree_prefill.h"
 #include "ops/vulkan_args.h"
 

@@ -1,3 +1,4 @@
+// The eviction policies' step (see eviction.h): TreeKV §4.1 for decoding, §4.2 for prefill.
 #include "policies/eviction.h"
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 // Decode-time eviction at a fixed cache size c per layer, the loop shared by StreamingLLM
-// (Xiao et al. 2023, §3.2), H2O (Zhang et al. 2023, §3), TOVA (Oren et al. 2024, §4) and
-// TreeKV (He et al. 2025, §4.1, Algorithm 1): append -> attend -> update per-slot scores ->
+// (Xiao et al. 2023, §3.2), H2O (Zhang et al. 2023), TOVA (Oren et al. 2024) and
+// TreeKV (He et al., §4.1, Algorithm 1): append -> attend -> update per-slot scores ->
 // evict one token when over c, all recorded in the attend submission, no host round trip.
 // The sinks and the recent window are never evicted; TreeKV's paper keeps the same layout for
 // every method it compares (4 sinks + 508 recent + 512 selected at c = 1024, §5.2), and runs
