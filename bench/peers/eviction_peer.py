@@ -28,14 +28,14 @@ def make_policy_step(policy, device, dtype, layers=32, q_heads=32, kv_heads=8, h
     inv_freq = 10000.0 ** (-torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim)
     angles = torch.arange(c + 1, device=device, dtype=torch.float32)[:, None] * inv_freq
     cos, sin = angles.cos(), angles.sin()
-    heads = torch.arange(kv_heads, device=device)
+    ranks = torch.arange(c, device=device).expand(kv_heads, -1)
     state = {"idx": 0}
 
     def step():
         for layer in range(layers):
             k = rope(keys[layer], cos, sin)                            # [kv, c+1, d]
             q = rope(queries[layer], cos[c:], sin[c:]).view(kv_heads, group, head_dim)
-            probs = torch.softmax((q.float() @ k.float().transpose(1, 2)) / math.sqrt(head_dim), dim=-1)
+            probs = torch.softmax((q @ k.transpose(1, 2)).float() / math.sqrt(head_dim), dim=-1)
             probs.to(dtype) @ values[layer]                            # the step's attention output (timed, unused)
             attention = probs.sum(1)                                   # [kv, c+1]: summed over the group
             if policy == "streaming":
@@ -52,9 +52,9 @@ def make_policy_step(policy, device, dtype, layers=32, q_heads=32, kv_heads=8, h
                 left = sinks + state["idx"]
                 importance = sums[layer, :, left:left + 2] / counts[layer, :, left:left + 2]
                 victim = left + (importance[:, 0] > importance[:, 1]).long()
-            keep = torch.ones(kv_heads, c + 1, dtype=torch.bool, device=device)
-            keep[heads, victim] = False
-            order = keep.nonzero()[:, 1].view(kv_heads, c)
+            # The survivors in order, per kv head, without a host round trip: rank r < victim
+            # stays at r, the ranks above move down by one.
+            order = ranks + (ranks >= victim[:, None]).long()
             for tensor in (keys[layer], values[layer]):
                 tensor[:, :c] = tensor.gather(1, order[..., None].expand(-1, -1, head_dim))
             for tensor in (sums[layer], counts[layer]):
