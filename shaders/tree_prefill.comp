@@ -1,7 +1,7 @@
 #version 450
 // TreeKV prefill (see src/ops/tree_prefill.h): one workgroup per kv head. Pass 1 maps ranks
-// to slots, pass 2 scores the blocks, thread 0 runs Algorithm 1 over the blocks (a list in
-// shared memory), pass 3 writes the kept tokens to their new ranks.
+// to slots, pass 2 scores the blocks, thread 0 runs Algorithm 1 over the blocks (a linked
+// list in shared memory), pass 3 writes the kept tokens to their new ranks.
 #extension GL_GOOGLE_include_directive : require
 
 layout(local_size_x_id = 0) in;
@@ -36,7 +36,10 @@ layout(push_constant) uniform Push {
 const uint WG = gl_WorkGroupSize.x;
 const uint ROW_WORDS = KV_F16 ? HEAD_DIM / 2 : HEAD_DIM;
 
-shared uint tree_s[MAX_TREE_BLOCKS];
+const uint NONE = 0xFFFFFFFFu;
+// The tree's blocks as a linked list: node -> block, node -> next node (node 0 is the head).
+shared uint node_block_s[MAX_TREE_BLOCKS + 1];
+shared uint node_next_s[MAX_TREE_BLOCKS + 1];
 
 void sync() {
   memoryBarrierBuffer();
@@ -62,37 +65,58 @@ void main() {
       sum += scores[kv_head * held + scratch[slot_of_rank + rank]] / float(window_count(rank));
     }
     scratch[block_scores + block] = floatBitsToUint(sum);
-    scratch[new_start + block] = 0xFFFFFFFFu;
+    scratch[new_start + block] = NONE;
   }
   sync();
   if (t == 0) {
-    // Algorithm 1 over the blocks as they arrive, with static scores; idx is 0-based here.
-    uint size = 0, idx = 0;
+    // Algorithm 1 over the blocks as they arrive, with static scores, on a linked list so that
+    // each eviction is O(1): node 0 is the head, `cursor` the node before the scope's left
+    // member, and at most budget + 1 nodes are in use (one freed node waits in `spare`).
+    node_next_s[0] = NONE;
+    uint tail = 0, size = 0, idx = 0, cursor = 0, fresh = 1, spare = NONE;
     for (uint block = 0; block < push.blocks; ++block) {
-      tree_s[size++] = block;
-      if (size <= push.budget) continue;
+      uint node = spare;
+      if (node == NONE) node = fresh++;
+      spare = NONE;
+      node_block_s[node] = block;
+      node_next_s[node] = NONE;
+      node_next_s[tail] = node;
+      tail = node;
+      if (++size <= push.budget) continue;
       if (push.budget == 0) {
-        size = 0;
+        node_next_s[0] = NONE;
+        tail = 0, size = 0, spare = node;
         continue;
       }
-      const bool evict_right =
-          uintBitsToFloat(scratch[block_scores + tree_s[idx]]) > uintBitsToFloat(scratch[block_scores + tree_s[idx + 1]]);
-      for (uint i = idx + (evict_right ? 1 : 0); i + 1 < size; ++i) tree_s[i] = tree_s[i + 1];
+      const uint left = node_next_s[cursor], right = node_next_s[left];
+      if (uintBitsToFloat(scratch[block_scores + node_block_s[left]]) > uintBitsToFloat(scratch[block_scores + node_block_s[right]])) {
+        node_next_s[left] = node_next_s[right];
+        if (tail == right) tail = left;
+        spare = right;
+        cursor = left;
+      } else {
+        node_next_s[cursor] = right;
+        spare = left;
+        cursor = right;
+      }
       --size;
       idx = (idx + 1) % push.budget;
+      if (idx == 0) cursor = 0;
     }
-    for (uint i = 0; i < size; ++i) scratch[new_start + tree_s[i]] = push.sinks + i * push.block;
+    uint kept_blocks = 0;
+    for (uint node = node_next_s[0]; node != NONE; node = node_next_s[node])
+      scratch[new_start + node_block_s[node]] = push.sinks + (kept_blocks++) * push.block;
   }
   sync();
   for (uint rank = t; rank < held; rank += WG) {
-    uint new_rank = 0xFFFFFFFFu;
+    uint new_rank = NONE;
     if (rank < push.sinks) new_rank = rank;
     else if (rank >= held - push.recent_window) new_rank = push.kept - (held - rank);
     else if (rank >= push.middle_first) {
       const uint offset = rank - push.middle_first, start = scratch[new_start + offset / push.block];
-      if (start != 0xFFFFFFFFu) new_rank = start + offset % push.block;
+      if (start != NONE) new_rank = start + offset % push.block;
     }
-    if (new_rank == 0xFFFFFFFFu) continue;
+    if (new_rank == NONE) continue;
     const uint slot = scratch[slot_of_rank + rank];
     const uint from = (base + slot) * ROW_WORDS, to = (base + new_rank) * ROW_WORDS;
     for (uint w = 0; w < ROW_WORDS; ++w) {

@@ -200,7 +200,7 @@ typedef struct kvc_eviction_params {
                                        * read only while the cache is created */
     uint32_t prefill_block; /* TREEKV: block size b of its prefill variant, which scores blocks
                              * by the prompt's last b queries; (c - sinks - recent_window) / b
-                             * must be below 4096; default 32 */
+                             * must be below 2048; default 32 */
     uint32_t select_left_token; /* TREEKV ablation (TreeKVSelectLeftToken): 1 evicts the left token
                                  * of the scope instead of the less important one in decode steps
                                  * (the prefill variant still compares blocks); default 0 */

@@ -16,8 +16,9 @@
 
 namespace kvc::ops {
 
-// Blocks one workgroup's tree can hold (shared memory): floor(m / b) must stay below this.
-constexpr uint32_t kMaxTreeBlocks = 4096;
+// Blocks one workgroup's tree can hold (two words each of shared memory, within lavapipe's
+// 32 KiB): floor(m / b) must stay below this.
+constexpr uint32_t kMaxTreeBlocks = 2048;
 
 struct TreePrefillShape {
   uint32_t num_kv_heads = 0;
