@@ -113,3 +113,29 @@ TEST_CASE("TreeKV keeps tokens denser toward the end on random scores (Figure 1)
 }
 
 }  // namespace kvc
+
+namespace kvc {
+
+TEST_CASE("eviction_step reference counts, for a chunk, the chunk's queries that see each token") {
+  // TreeKV's C counts the queries a token was attended by (Algorithm 1, line 7): in a chunk of
+  // n appended tokens, query i sees the ranks up to its own.
+  const uint32_t capacity = 30;
+  test::EvictionStream stream(test::cpu_backend(), test::eviction_stream_shape(ops::EvictionRule::Tree, capacity, 2, 3, 3, 8, Dtype::F32),
+                              capacity);
+  std::vector<uint32_t> expected;
+  for (uint32_t chunk : {5u, 3u, 1u}) {
+    for (uint32_t& count : expected) count += chunk;
+    for (uint32_t i = chunk; i >= 1; --i) expected.push_back(i);
+    const std::vector<float> scores(size_t(3) * expected.size(), 0.5f);
+    auto tensor = test::make_tensor(stream.backend, scores.data(), scores.size() * 4);
+    stream.record_tokens(view(*tensor), chunk);
+    for (uint32_t h = 0; h < 3; ++h)
+      for (uint32_t slot = 0; slot < expected.size(); ++slot) {
+        const size_t at = size_t(h) * stream.shape.slot_stride + slot;
+        const int32_t rank = static_cast<const int32_t*>(stream.positions->host())[at];
+        CHECK(static_cast<const uint32_t*>(stream.counts->host())[at] == expected[rank]);
+      }
+  }
+}
+
+}  // namespace kvc
