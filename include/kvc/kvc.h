@@ -147,6 +147,10 @@ typedef enum kvc_dtype {
 
 typedef enum kvc_policy {
     KVC_POLICY_FULL = 0,      /* keep every token up to `capacity` */
+    KVC_POLICY_STREAMING = 1, /* StreamingLLM: sinks + the most recent tokens (kvc_eviction_params) */
+    KVC_POLICY_H2O = 2,       /* H2O: evict the lowest accumulated attention, per kv head (kvc_eviction_params) */
+    KVC_POLICY_TOVA = 3,      /* TOVA: evict the lowest attention of the current query, per layer (kvc_eviction_params) */
+    KVC_POLICY_TREEKV = 4,    /* TreeKV: tree-shaped eviction scope over averaged attention (kvc_eviction_params) */
     KVC_POLICY_SNAPKV = 5,    /* at the end of the prefill keep the window and the prefix tokens it attends to most */
     KVC_POLICY_PYRAMIDKV = 6, /* SNAPKV's selection under per-layer budgets falling from the first layer to the last */
     KVC_POLICY_HITKV = 7,     /* at the end of the prefill keep the prefix tokens often in the window queries' top K */
@@ -176,10 +180,45 @@ typedef struct kvc_cache_desc {
     float rope_theta;      /* base of the rotary frequencies, e.g. 10000 */
     uint32_t rope_dims;    /* leading dims rotated, a multiple of 8; 0 means head_dim */
     /* The policy's parameter struct (it starts with struct_size), or NULL for its defaults.
-     * KVC_POLICY_FULL takes none; SNAPKV, PYRAMIDKV, HITKV and PHITKV take
-     * kvc_window_policy_params. */
+     * KVC_POLICY_FULL takes none; STREAMING, H2O, TOVA and TREEKV take kvc_eviction_params;
+     * SNAPKV, PYRAMIDKV, HITKV and PHITKV take kvc_window_policy_params. */
     const void* policy_params;
 } kvc_cache_desc;
+
+/* Means "the recent window the policy's paper sets": capacity - sinks for STREAMING, and for
+ * H2O, TOVA and TREEKV max(capacity / 2 - sinks, 0) (TreeKV's setting: 4 sinks + 508 recent + 512
+ * selected at capacity 1024, which its paper uses for all four methods). */
+#define KVC_RECENT_WINDOW_DEFAULT 0xFFFFFFFFu
+
+/* Parameters of the decode-time eviction policies (STREAMING, H2O, TOVA, TREEKV). `capacity`
+ * of kvc_cache_desc is the cache size c each layer holds after every attend; a decode step
+ * appends one token (c + 1 slots), attends, updates the scores and evicts one token on the
+ * device. Kept tokens carry their in-cache rank as position (RoPE), as StreamingLLM and TreeKV
+ * re-assign positions after eviction; an evicted token's slot takes the newest token, so
+ * kvc_cache_read returns slots in no particular order, each with its rank as position. */
+typedef struct kvc_eviction_params {
+    uint32_t struct_size;
+    uint32_t sinks;         /* first tokens never evicted; default 4 */
+    uint32_t recent_window; /* newest tokens never evicted, or KVC_RECENT_WINDOW_DEFAULT; ignored
+                             * by STREAMING (its window is capacity - sinks); sinks + window must be
+                             * < the cache size of every layer */
+    uint32_t chunk_slots;   /* room beyond the cache size for the tokens of one append (a prompt
+                             * longer than c); default 1, one decode token; 1..2^24. The attend
+                             * that follows evicts back to c: token by token under each policy's
+                             * rule, or once by blocks under TREEKV (its prefill variant) */
+    const uint32_t* layer_capacities; /* num_layers cache sizes, or NULL for `capacity` everywhere;
+                                       * read only while the cache is created */
+    uint32_t prefill_block; /* TREEKV: block size b of its prefill variant, which scores blocks
+                             * by the prompt's last b queries; (c - sinks - recent_window) / b
+                             * must be below 2048; default 32 */
+    uint32_t select_left_token; /* TREEKV ablation (TreeKVSelectLeftToken): 1 evicts the left token
+                                 * of the scope instead of the less important one in decode steps
+                                 * (the prefill variant still compares blocks); default 0 */
+} kvc_eviction_params;
+
+/* Fills kvc_eviction_params with the papers' defaults: 4 sinks, KVC_RECENT_WINDOW_DEFAULT, one
+ * chunk slot, no per-layer table, prefill block 32, no ablation. */
+KVC_API kvc_eviction_params kvc_eviction_params_default(void);
 
 /* Fills a descriptor with defaults (f32, FULL policy, no RoPE, theta 10000); the shape and
  * capacity are left 0 for the caller to set. */

@@ -40,6 +40,18 @@ kvc_cache_desc kvc_cache_desc_default(void) {
   return desc;
 }
 
+kvc_eviction_params kvc_eviction_params_default(void) {
+  kvc_eviction_params params{};
+  params.struct_size = sizeof(kvc_eviction_params);
+  params.sinks = 4;  // StreamingLLM §3.2's four attention sinks, also TreeKV §5.2's setting
+  params.recent_window = KVC_RECENT_WINDOW_DEFAULT;
+  params.chunk_slots = 1;
+  // TreeKV §4.2 scores blocks with the prompt's last block as observation window "following
+  // SnapKV", whose window is 32 tokens; TreeKV states no b, so the blocks take that size.
+  params.prefill_block = 32;
+  return params;
+}
+
 kvc_status kvc_cache_create(kvc_context* context, const kvc_cache_desc* desc, kvc_cache** out_cache) {
   if (!context) return KVC_ERROR_NULL_POINTER;
   return guarded(context, nullptr, [&] {

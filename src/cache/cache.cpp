@@ -98,6 +98,19 @@ void Cache::append(uint32_t layer_index, uint32_t n_tokens, const void* k, const
   layer.tokens_seen += n_tokens;
 }
 
+ops::AttentionShape Cache::attention_shape(uint32_t layer_index, uint32_t n_queries) const {
+  ops::AttentionShape shape;
+  shape.num_q_heads = config_.num_q_heads;
+  shape.num_kv_heads = config_.num_kv_heads;
+  shape.head_dim = config_.head_dim;
+  shape.num_queries = n_queries;
+  shape.num_slots = layers_[layer_index].slots_held;
+  shape.slot_stride = slot_stride_;
+  shape.dtype = config_.dtype;
+  shape.rope = config_.rope;
+  return shape;
+}
+
 void Cache::attend(uint32_t layer_index, uint32_t n_queries, const void* q, void* out, float* scores) {
   require(layer_index < config_.num_layers, KVC_ERROR_OUT_OF_RANGE,
           "layer " + std::to_string(layer_index) + " is past the cache's " + std::to_string(config_.num_layers) + " layers");
@@ -120,20 +133,13 @@ void Cache::attend(uint32_t layer_index, uint32_t n_queries, const void* q, void
   Tensor& out_dev = ensure(attend_output_, backend_, q_bytes);
   Tensor* scores_dev = want_scores ? &ensure(attend_scores_, backend_, score_bytes) : nullptr;
   backend_.upload(q, q_bytes, q_dev, 0);
-  ops::AttentionShape shape;
-  shape.num_q_heads = config_.num_q_heads;
-  shape.num_kv_heads = config_.num_kv_heads;
-  shape.head_dim = config_.head_dim;
-  shape.num_queries = n_queries;
-  shape.num_slots = layer.slots_held;
-  shape.slot_stride = slot_stride_;
-  shape.dtype = config_.dtype;
-  shape.rope = config_.rope;
+  const ops::AttentionShape shape = attention_shape(layer_index, n_queries);
   const ops::AttentionArgs args{view(q_dev), view(*layer.k), view(*layer.v), view(*layer.positions), turn_table(),
                                 view(out_dev), scores_dev ? view(*scores_dev) : View{}};
   ops::attention(backend_, shape, args);
   backend_.download(out_dev, 0, out, q_bytes);
   if (scores) backend_.download(*scores_dev, 0, scores, score_bytes);
+  layer.last_queries = n_queries;
   policy_->after_attend(*this, layer_index, scores_dev ? view(*scores_dev) : View{});
   backend_.submit();
   policy_->observe_queries(*this, layer_index, q, n_queries);
@@ -163,8 +169,10 @@ void Cache::reset() {
     layer.slots_held = 0;
     layer.last_append = 0;
     layer.tokens_seen = 0;
+    layer.last_queries = 0;
   }
   compressions_ = 0;
+  policy_->on_reset();
 }
 
 }  // namespace kvc

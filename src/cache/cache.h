@@ -9,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "cache/cache_config.h"
+#include "ops/attention.h"
 #include "policies/policy.h"
 
 namespace kvc {
@@ -19,6 +20,7 @@ struct LayerState {
   std::unique_ptr<Tensor> positions;  // int32 [num_kv_heads][slot_stride]
   uint32_t slots_held = 0;            // the same for every kv head
   uint32_t last_append = 0;           // tokens of the latest append: the queries attend may take
+  uint32_t last_queries = 0;          // queries of the latest attend (what its scores sum over)
   uint64_t tokens_seen = 0;           // tokens appended so far
 };
 
@@ -40,6 +42,10 @@ class Cache {
   uint32_t slot_stride() const { return slot_stride_; }
   LayerState& layer(uint32_t index) { return layers_[index]; }
   const LayerState& layer(uint32_t index) const { return layers_[index]; }
+  // The shape of attention by n_queries newest tokens over everything `layer` holds.
+  ops::AttentionShape attention_shape(uint32_t layer, uint32_t n_queries) const;
+  // The device copy of the running attend call's Q: [n_queries][num_q_heads][head_dim].
+  View attend_queries() const { return View{query_input_.get(), 0}; }
   View turn_table() const { return rope_turns_ ? View{rope_turns_.get(), 0} : View{}; }
   size_t bytes_per_slot() const;
   size_t device_bytes_held() const;

@@ -1,5 +1,6 @@
 #include <string>
 
+#include "policies/eviction.h"
 #include "policies/full.h"
 #include "policies/observation_window.h"
 
@@ -10,6 +11,11 @@ std::unique_ptr<Policy> make_policy(const CacheConfig& config) {
     case KVC_POLICY_FULL:
       require(config.policy_params == nullptr, KVC_ERROR_INVALID_ARGUMENT, "KVC_POLICY_FULL takes no policy_params");
       return std::make_unique<FullPolicy>(config);
+    case KVC_POLICY_STREAMING:
+    case KVC_POLICY_H2O:
+    case KVC_POLICY_TOVA:
+    case KVC_POLICY_TREEKV:
+      return std::make_unique<EvictionPolicy>(config);
     case KVC_POLICY_SNAPKV:
     case KVC_POLICY_PYRAMIDKV:
     case KVC_POLICY_HITKV:

@@ -45,6 +45,9 @@ class Policy {
   // The application ended the prompt (kvc_cache_end_prefill): policies that select once per
   // prompt (SnapKV, PyramidKV, HitKV) do it here. Throws before changing anything.
   virtual void end_prefill(Cache& cache) { (void)cache; }
+
+  // Called when the cache forgets every token (kvc_cache_reset): drop host-side step state.
+  virtual void on_reset() {}
 };
 
 // The policy named by config.policy, with its parameters validated (throws Error).

@@ -1,0 +1,135 @@
+// The eviction policies' step (see eviction.h): TreeKV §4.1 for decoding, §4.2 for prefill.
+#include "policies/eviction.h"
+
+#include <algorithm>
+#include <string>
+
+#include "cache/cache.h"
+#include "ops/attention.h"
+#include "ops/tree_prefill.h"
+
+namespace kvc {
+
+EvictionPolicy::EvictionPolicy(const CacheConfig& config)
+    : settings_(validate_eviction_params(config)), layers_(config.num_layers) {}
+
+uint32_t EvictionPolicy::slots_allocated() const {
+  return *std::max_element(settings_.capacities.begin(), settings_.capacities.end()) + settings_.chunk_slots;
+}
+
+void EvictionPolicy::check_append(const Cache& cache, uint32_t layer, uint32_t n_tokens) const {
+  const uint32_t held = cache.layer(layer).slots_held, room = settings_.capacities[layer] + settings_.chunk_slots;
+  require(uint64_t(held) + n_tokens <= room, KVC_ERROR_CAPACITY,
+          "layer " + std::to_string(layer) + " holds " + std::to_string(held) + " slots; " + std::to_string(n_tokens) +
+              " more exceed its cache size " + std::to_string(settings_.capacities[layer]) + " + chunk_slots " +
+              std::to_string(settings_.chunk_slots) + ": attend (which evicts) first, or raise kvc_eviction_params.chunk_slots");
+}
+
+void EvictionPolicy::allocate(Cache& cache, LayerSteps& steps) const {
+  const size_t slots = size_t(cache.config().num_kv_heads) * cache.slot_stride();
+  if (ops::rule_keeps_sums(settings_.rule) && !steps.score_sums)
+    steps.score_sums = std::make_unique<Tensor>(cache.backend(), slots * sizeof(float));
+  if (ops::rule_keeps_counts(settings_.rule) && !steps.score_counts)
+    steps.score_counts = std::make_unique<Tensor>(cache.backend(), slots * sizeof(uint32_t));
+}
+
+namespace {
+
+// Grows `tensor` to hold at least `bytes` (contents are not kept).
+Tensor& ensure(std::unique_ptr<Tensor>& tensor, Backend& backend, size_t bytes) {
+  if (!tensor || tensor->bytes() < bytes) tensor = std::make_unique<Tensor>(backend, bytes);
+  return *tensor;
+}
+
+}  // namespace
+
+void EvictionPolicy::prefill_by_blocks(Cache& cache, uint32_t layer) {
+  LayerState& state = cache.layer(layer);
+  LayerSteps& steps = layers_[layer];
+  const CacheConfig& config = cache.config();
+  Backend& backend = cache.backend();
+  // The observation window: the prompt's last block of queries (§4.2, following SnapKV).
+  const uint32_t window_queries = std::min(settings_.prefill_block, state.last_queries);
+  const size_t query_row = config.query_elements() * dtype_size(config.dtype);
+  Tensor& queries = ensure(window_queries_, backend, window_queries * query_row);
+  backend.copy(*cache.attend_queries().tensor, size_t(state.last_queries - window_queries) * query_row, queries, 0,
+               window_queries * query_row);
+  const size_t slots = size_t(config.num_kv_heads) * cache.slot_stride();
+  Tensor& window_scores = ensure(window_scores_, backend, slots * sizeof(float));
+  ops::attention(backend, cache.attention_shape(layer, window_queries),
+                 {view(queries), view(*state.k), view(*state.v), view(*state.positions), cache.turn_table(),
+                  view(ensure(window_out_, backend, window_queries * query_row)), view(window_scores)});
+
+  ops::TreePrefillShape shape;
+  shape.num_kv_heads = config.num_kv_heads;
+  shape.head_dim = config.head_dim;
+  shape.slot_stride = cache.slot_stride();
+  shape.dtype = config.dtype;
+  shape.slots_held = state.slots_held;
+  shape.num_queries = window_queries;
+  shape.sinks = settings_.sinks;
+  shape.recent_window = settings_.recent_windows[layer];
+  shape.capacity = settings_.capacities[layer];
+  shape.block = settings_.prefill_block;
+  ensure(spare_k_, backend, state.k->bytes());
+  ensure(spare_v_, backend, state.v->bytes());
+  ops::tree_prefill(backend, shape,
+                    {view(*state.k), view(*state.v), view(*state.positions), view(window_scores), view(*spare_k_),
+                     view(*spare_v_), view(*steps.score_sums), view(*steps.score_counts),
+                     view(ensure(prefill_scratch_, backend, 3 * slots * sizeof(uint32_t)))});
+  state.k.swap(spare_k_);
+  state.v.swap(spare_v_);
+  state.slots_held = ops::tree_block_layout(shape).kept;
+  // Decoding builds a new tree over the compacted cache, from idx = 1.
+  steps.tree_index = 0;
+}
+
+void EvictionPolicy::after_attend(Cache& cache, uint32_t layer, View scores) {
+  LayerState& state = cache.layer(layer);
+  LayerSteps& steps = layers_[layer];
+  allocate(cache, steps);
+  const uint32_t capacity = settings_.capacities[layer];
+  if (ops::rule_keeps_counts(settings_.rule) && state.last_queries > 1 && state.slots_held > capacity) {
+    prefill_by_blocks(cache, layer);
+    steps.scored_through = state.tokens_seen;
+    state.last_append = 0;
+    cache.count_compression();
+    return;
+  }
+  ops::EvictionShape shape;
+  shape.rule = settings_.rule;
+  shape.num_kv_heads = cache.config().num_kv_heads;
+  shape.head_dim = cache.config().head_dim;
+  shape.slot_stride = cache.slot_stride();
+  shape.dtype = cache.config().dtype;
+  shape.slots_held = state.slots_held;
+  shape.new_slots = static_cast<uint32_t>(std::min<uint64_t>(state.tokens_seen - steps.scored_through, state.slots_held));
+  shape.num_queries = state.last_queries;
+  shape.sinks = settings_.sinks;
+  shape.recent_window = settings_.recent_windows[layer];
+  shape.evictions = state.slots_held > capacity ? state.slots_held - capacity : 0;
+  shape.tree_span = capacity - settings_.sinks - settings_.recent_windows[layer];
+  shape.tree_first = steps.tree_index;
+  if (shape.evictions == 0 && !needs_scores()) return;  // StreamingLLM: nothing to do until full
+  const auto optional = [](const std::unique_ptr<Tensor>& tensor) { return tensor ? view(*tensor) : View{}; };
+  ops::eviction_step(cache.backend(), shape,
+                     {view(*state.k), view(*state.v), view(*state.positions), scores, optional(steps.score_sums),
+                      optional(steps.score_counts)});
+  steps.scored_through = state.tokens_seen;
+  if (shape.evictions == 0) return;
+  // Algorithm 1, line 16, as DESIGN.md resolves it: idx visits every scope of the region in turn.
+  if (shape.tree_span > 0) steps.tree_index = (steps.tree_index + shape.evictions) % shape.tree_span;
+  state.slots_held = capacity;
+  // The newest tokens left the last slots: attending them again needs a new append.
+  state.last_append = 0;
+  cache.count_compression();
+}
+
+void EvictionPolicy::on_reset() {
+  for (LayerSteps& steps : layers_) {
+    steps.scored_through = 0;
+    steps.tree_index = 0;
+  }
+}
+
+}  // namespace kvc

@@ -1,0 +1,53 @@
+// A token stream driven through ops::eviction_step alone, as the eviction policies drive it
+// (append one token into the first free slot with its rank as position, then one step), on
+// any backend. Each token's K and V rows carry its index, so the kept tokens can be read back.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "ops/eviction_step.h"
+
+namespace kvc::test {
+
+// The op's settings for a stream: `window` is ignored by Oldest (StreamingLLM keeps c - sinks).
+ops::EvictionShape eviction_stream_shape(ops::EvictionRule rule, uint32_t capacity, uint32_t sinks, uint32_t window,
+                                         uint32_t num_kv_heads, uint32_t head_dim, Dtype dtype);
+
+struct EvictionStream {
+  EvictionStream(Backend& backend, const ops::EvictionShape& settings, uint32_t capacity);
+
+  // Records appending the next `count` tokens (a chunk when > 1, whose queries are all
+  // counted) and one step whose attention scores are `scores` (f32 [num_kv_heads][slots held
+  // after the append], by physical slot; unused by Oldest).
+  void record_tokens(View scores, uint32_t count = 1);
+  // Kept token indices per kv head, by rank; checks that every V row matches its K row.
+  std::vector<std::vector<uint32_t>> kept_tokens();
+  // Positions, S and C as bytes, for bitwise comparisons between backends.
+  std::vector<unsigned char> state_bytes();
+
+  Backend& backend;
+  ops::EvictionShape shape;  // slots_held: slots after the last recorded step
+  uint32_t capacity;
+  uint32_t tokens = 0;
+  std::unique_ptr<Tensor> k, v, positions, sums, counts;
+};
+
+// Algorithm 1 of TreeKV (and the baselines' rules) written from the papers on a list of token
+// indices in rank order, per kv head, in double; independent of the op's physical slots.
+struct EvictionByFormula {
+  EvictionByFormula(const ops::EvictionShape& settings, uint32_t capacity);
+  // Appends the next token and evicts when over capacity; scores [kv][rank] of the new list.
+  void add_token(const std::vector<std::vector<double>>& scores_by_rank);
+
+  ops::EvictionShape shape;
+  uint32_t capacity;
+  uint32_t tokens = 0;
+  uint32_t idx = 1;  // Algorithm 1's scope index, 1-based as the paper writes it
+  std::vector<std::vector<uint32_t>> kept;  // per kv head, token indices by rank
+  std::vector<std::vector<double>> sums;    // S per kv head, by rank
+  std::vector<std::vector<double>> counts;  // C per kv head, by rank
+  double min_margin = 1.0;  // smallest relative gap of any decision (near-ties are ambiguous in f32)
+};
+
+}  // namespace kvc::test
