@@ -143,7 +143,8 @@ typedef enum kvc_dtype {
 } kvc_dtype;
 
 typedef enum kvc_policy {
-    KVC_POLICY_FULL = 0 /* keep every token up to `capacity` */
+    KVC_POLICY_FULL = 0,  /* keep every token up to `capacity` */
+    KVC_POLICY_FREQKV = 9 /* compress the cache in the frequency domain when it fills (kvc_freqkv_params) */
 } kvc_policy;
 
 typedef enum kvc_rope_style {
@@ -167,9 +168,27 @@ typedef struct kvc_cache_desc {
     float rope_theta;      /* base of the rotary frequencies, e.g. 10000 */
     uint32_t rope_dims;    /* leading dims rotated, a multiple of 8; 0 means head_dim */
     /* The policy's parameter struct (it starts with struct_size), or NULL for its defaults.
-     * KVC_POLICY_FULL takes none. */
+     * KVC_POLICY_FULL takes none; KVC_POLICY_FREQKV takes a kvc_freqkv_params. */
     const void* policy_params;
 } kvc_cache_desc;
+
+/* FreqKV (Kai et al., "FreqKV: Key-Value Compression in Frequency Domain for Context Window
+ * Extension"): `capacity` is the window N. When a layer holds N slots (checked after each
+ * kvc_attend), the N - sink_tokens slots after the sinks are replaced by
+ * L = floor(retain_ratio * (N - sink_tokens)) slots: the lowest L components of their
+ * orthonormal DCT along the sequence, transformed back and rescaled by sqrt(L / (N - S)).
+ * Every slot carries its index in the cache as its position, so RoPE never sees a position
+ * of N or more. A chunk may hold at most N - slots held tokens: feed prefill in such chunks
+ * (N - S - L after each compression, as the paper does). Requires sink_tokens < N,
+ * 0 < retain_ratio < 1, L >= 1 and N <= 16384 (the fused transform is an L x (N - S) table). */
+typedef struct kvc_freqkv_params {
+    uint32_t struct_size;
+    uint32_t sink_tokens; /* S: leading slots never compressed; the paper's default is 4 */
+    float retain_ratio;   /* gamma in (0, 1): the share of components kept; default 0.5 */
+} kvc_freqkv_params;
+
+/* The paper's defaults: 4 sink tokens, retain_ratio 0.5 (what NULL policy_params means). */
+KVC_API kvc_freqkv_params kvc_freqkv_params_default(void);
 
 /* Fills a descriptor with defaults (f32, FULL policy, no RoPE, theta 10000); the shape and
  * capacity are left 0 for the caller to set. */
