@@ -34,15 +34,6 @@ std::vector<long double> column(const std::vector<float>& rows, uint32_t c) {
 
 std::vector<float> to_floats(const std::vector<long double>& values) { return std::vector<float>(values.begin(), values.end()); }
 
-// sqrt(L / N) * IDCT_L(DCT_N(x)[0 : L]): FreqKV eq. 3 with appendix F.5's rescale, by formula.
-std::vector<long double> compression_by_formula(const std::vector<long double>& x, size_t retained) {
-  std::vector<long double> kept = test::dct2_by_formula(x);
-  kept.resize(retained);
-  std::vector<long double> y = test::dct3_by_formula(kept);
-  for (long double& value : y) value *= std::sqrt(static_cast<long double>(retained) / x.size());
-  return y;
-}
-
 // Matrix entries and outputs are stored as f32 (relative rounding 6e-8 each) and summed in
 // double, so the error is a few 1e-7 of the output's scale; a wrong coefficient, sign or
 // index shows as O(1).
@@ -72,7 +63,7 @@ TEST_CASE("the FreqKV matrix equals DCT, truncation, IDCT and rescale by formula
     const std::vector<float> y = transform_on_cpu(ops::freqkv_compression_matrix(length, retained), x, length, retained);
     for (uint32_t c : {0u, 5u}) {
       INFO("N ", length, " L ", retained, " column ", c);
-      CHECK(test::relative_max_error(to_floats(column(y, c)), to_floats(compression_by_formula(column(x, c), retained))) < kTolerance);
+      CHECK(test::relative_max_error(to_floats(column(y, c)), to_floats(test::freqkv_compression_by_formula(column(x, c), retained))) < kTolerance);
     }
   }
 }

@@ -83,4 +83,12 @@ std::vector<long double> dct3_by_formula(const std::vector<long double>& z) {
   return x;
 }
 
+std::vector<long double> freqkv_compression_by_formula(const std::vector<long double>& x, size_t retained) {
+  std::vector<long double> kept = dct2_by_formula(x);
+  kept.resize(retained);
+  std::vector<long double> y = dct3_by_formula(kept);
+  for (long double& value : y) value *= std::sqrt(static_cast<long double>(retained) / x.size());
+  return y;
+}
+
 }  // namespace kvc::test

@@ -28,5 +28,7 @@ DirectAttention attention_by_formula(const std::vector<float>& q, const std::vec
 std::vector<long double> dct2_by_formula(const std::vector<long double>& x);
 // Eq. 7, the inverse: x_n = sum_t alpha_t z_t cos(pi t (2n + 1) / 2N).
 std::vector<long double> dct3_by_formula(const std::vector<long double>& z);
+// FreqKV eq. 3 with appendix F.5's rescale: sqrt(L / N) * IDCT_L(DCT_N(x)[0 : L]), L = retained.
+std::vector<long double> freqkv_compression_by_formula(const std::vector<long double>& x, size_t retained);
 
 }  // namespace kvc::test
