@@ -72,9 +72,7 @@ TEST_CASE("FREQKV on the CPU follows section 3.4 step by step") {
     const uint32_t steps[] = {40, 10, 1, 1, 3, 1, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 9};
     for (uint32_t n : steps) {
       for (uint32_t layer = 0; layer < desc.num_layers; ++layer) {
-        std::vector<float> k = test::random_floats(n * row), v = test::random_floats(n * row),
-                           q = test::random_floats(n * desc.num_q_heads * dim, -3, 3);
-        const auto k_bytes = test::encode(k, storage), v_bytes = test::encode(v, storage), q_bytes = test::encode(q, storage);
+        const test::StepInputs in = test::random_step_inputs(desc, n);
         const test::LayerSnapshot before_append = test::snapshot(cache.get(), layer);
         // One token more than the room is refused and changes nothing.
         const uint32_t room = window - before_append.slots;
@@ -82,10 +80,10 @@ TEST_CASE("FREQKV on the CPU follows section 3.4 step by step") {
         CHECK(kvc_cache_append(cache.get(), layer, room + 1, dtype, too_many.data(), too_many.data()) == KVC_ERROR_CAPACITY);
         CHECK(test::snapshot(cache.get(), layer) == before_append);
 
-        REQUIRE(kvc_cache_append(cache.get(), layer, n, dtype, k_bytes.data(), v_bytes.data()) == KVC_OK);
+        REQUIRE(kvc_cache_append(cache.get(), layer, n, dtype, in.k.data(), in.v.data()) == KVC_OK);
         const test::LayerSnapshot full = test::snapshot(cache.get(), layer);
-        std::vector<unsigned char> out(q_bytes.size());
-        REQUIRE(kvc_attend(cache.get(), layer, n, dtype, q_bytes.data(), out.data(), nullptr) == KVC_OK);
+        std::vector<unsigned char> out(in.q.size());
+        REQUIRE(kvc_attend(cache.get(), layer, n, dtype, in.q.data(), out.data(), nullptr) == KVC_OK);
         const test::LayerSnapshot after = test::snapshot(cache.get(), layer);
         INFO(dtype_name(storage), " layer ", layer, " chunk ", n, " held ", full.slots);
         for (uint32_t head = 0; head < desc.num_kv_heads; ++head)
@@ -120,7 +118,7 @@ TEST_CASE("FREQKV on the CPU follows section 3.4 step by step") {
           CHECK(test::relative_max_error(got, expected) < (dtype == KVC_DTYPE_F32 ? 2e-6 : 1e-3));
         }
         // The chunk was folded in: its queries cannot attend again.
-        CHECK(kvc_attend(cache.get(), layer, 1, dtype, q_bytes.data(), out.data(), nullptr) == KVC_ERROR_BAD_STATE);
+        CHECK(kvc_attend(cache.get(), layer, 1, dtype, in.q.data(), out.data(), nullptr) == KVC_ERROR_BAD_STATE);
       }
     }
     kvc_cache_stats stats{sizeof(kvc_cache_stats)};

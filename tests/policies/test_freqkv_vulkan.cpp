@@ -95,19 +95,16 @@ TEST_CASE("FREQKV cache: Vulkan and CPU agree over chunks and decode steps acros
     kvc_cache_desc desc = test::small_cache_desc(dtype, 100);  // N = 100, S = 4: L = 48
     desc.policy = KVC_POLICY_FREQKV;
     test::CachePtr gpu_cache = test::make_cache(gpu.get(), desc), cpu_cache = test::make_cache(cpu.get(), desc);
-    const uint32_t kv_elements = desc.num_kv_heads * desc.head_dim, q_elements = desc.num_q_heads * desc.head_dim;
     // Fill (compress), two chunks that refill (compress), decode, a chunk that refills, decode.
     const uint32_t steps[] = {100, 30, 18, 1, 1, 1, 1, 1, 43, 1, 1};
     for (uint32_t n : steps) {
       for (uint32_t layer = 0; layer < desc.num_layers; ++layer) {
-        std::vector<float> k = test::random_floats(n * kv_elements), v = test::random_floats(n * kv_elements),
-                           q = test::random_floats(n * q_elements, -3, 3);
-        const auto k_bytes = test::encode(k, storage), v_bytes = test::encode(v, storage), q_bytes = test::encode(q, storage);
+        const test::StepInputs in = test::random_step_inputs(desc, n);
         std::vector<std::vector<unsigned char>> outs;
         for (kvc_cache* cache : {gpu_cache.get(), cpu_cache.get()}) {
-          REQUIRE(kvc_cache_append(cache, layer, n, dtype, k_bytes.data(), v_bytes.data()) == KVC_OK);
-          outs.emplace_back(q_bytes.size());
-          REQUIRE(kvc_attend(cache, layer, n, dtype, q_bytes.data(), outs.back().data(), nullptr) == KVC_OK);
+          REQUIRE(kvc_cache_append(cache, layer, n, dtype, in.k.data(), in.v.data()) == KVC_OK);
+          outs.emplace_back(in.q.size());
+          REQUIRE(kvc_attend(cache, layer, n, dtype, in.q.data(), outs.back().data(), nullptr) == KVC_OK);
         }
         const test::LayerSnapshot on_gpu = test::snapshot(gpu_cache.get(), layer), on_cpu = test::snapshot(cpu_cache.get(), layer);
         INFO("chunk of ", n, " layer ", layer, " ", dtype_name(storage), " slots ", on_cpu.slots);
@@ -117,7 +114,7 @@ TEST_CASE("FREQKV cache: Vulkan and CPU agree over chunks and decode steps acros
               (dtype == KVC_DTYPE_F32 ? 1e-5 : 2e-3));
         REQUIRE(on_gpu.slots == on_cpu.slots);
         CHECK(on_gpu.positions == on_cpu.positions);
-        const size_t held = size_t(on_cpu.slots) * kv_elements * dtype_size(storage);
+        const size_t held = size_t(on_cpu.slots) * desc.num_kv_heads * desc.head_dim * dtype_size(storage);
         for (auto [a, b] : {std::pair{&on_gpu.k, &on_cpu.k}, {&on_gpu.v, &on_cpu.v}}) {
           const std::vector<unsigned char> gpu_bytes(a->begin(), a->begin() + held), cpu_bytes(b->begin(), b->begin() + held);
           CHECK(test::relative_max_error(test::decode(gpu_bytes, storage), test::decode(cpu_bytes, storage)) <
