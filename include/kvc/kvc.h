@@ -202,8 +202,8 @@ KVC_API kvc_status kvc_cache_create(kvc_context* context, const kvc_cache_desc* 
 KVC_API void kvc_cache_destroy(kvc_cache* cache);
 
 /* Appends n_tokens new tokens (a prefill chunk, or 1 for a decode step) of `layer`. Each
- * token takes the next position of this layer: 0, 1, 2, ... Fails with KVC_ERROR_CAPACITY
- * when the layer would hold more than `capacity` slots. */
+ * token takes the next position of this layer: 0, 1, 2, ... (KVC_POLICY_FREQKV: its slot
+ * index). Fails with KVC_ERROR_CAPACITY when the layer would hold more than `capacity` slots. */
 KVC_API kvc_status kvc_cache_append(kvc_cache* cache, uint32_t layer, uint32_t n_tokens,
                                     kvc_dtype dtype, const void* k, const void* v);
 

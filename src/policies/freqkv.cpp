@@ -76,6 +76,7 @@ void FreqKvPolicy::allocate_device_state(Backend& backend) {
 }
 
 void FreqKvPolicy::compress(Tensor& states, uint32_t slot_stride) {
+  require(backend_ != nullptr, KVC_ERROR_INTERNAL, "FreqKvPolicy::compress before allocate_device_state");
   const size_t row_bytes = size_t(head_dim_) * dtype_size(dtype_);
   ops::SequenceTransformShape shape;
   shape.num_heads = num_kv_heads_;

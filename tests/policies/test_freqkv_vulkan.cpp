@@ -8,6 +8,9 @@
 
 #include "common/dtype.h"
 #include "policies/freqkv.h"
+#include "vulkan/device.h"
+#include "vulkan/fft.h"
+#include "vulkan/pipeline.h"
 #include "support/api_helpers.h"
 #include "support/test_support.h"
 
@@ -51,6 +54,7 @@ TEST_CASE("FreqKV compression on Vulkan equals the CPU over 20 successive compre
       }
       const uint32_t kept = sinks + runs[0].policy->retained_slots();
       CHECK(runs[0].policy->retained_slots() == (window - sinks) / 2);
+      size_t pipelines_after_first = 0;
       for (uint32_t compression = 1; compression <= 20; ++compression) {
         std::vector<float> incoming = test::random_floats(size_t(window - kept) * dim);
         const std::vector<unsigned char> incoming_bytes = test::encode(incoming, dtype);
@@ -74,6 +78,10 @@ TEST_CASE("FreqKV compression on Vulkan equals the CPU over 20 successive compre
             const std::vector<float> rows = test::decode(std::vector<unsigned char>(first + sinks * row_bytes, first + kept * row_bytes), dtype);
             compressed[b].insert(compressed[b].end(), rows.begin(), rows.end());
           }
+        // Nothing is built after the first compression: no pipeline, no VkFFT plan.
+        if (compression == 1) pipelines_after_first = gpu->device().pipelines().size();
+        CHECK(gpu->device().pipelines().size() == pipelines_after_first);
+        CHECK(gpu->dct_plans().plans_created() == 0);
         if (compression != 1 && compression != 20) continue;
         INFO(dtype_name(dtype), " window ", window, " sinks ", sinks, " after ", compression, " compressions");
         // f32: each step sums N - S terms in f32 on the GPU and in double on the CPU, about
