@@ -67,12 +67,13 @@ int32_t FreqKvPolicy::position_for_slot(const Cache&, uint32_t, uint32_t slot, u
 
 void FreqKvPolicy::allocate_device_state(Backend& backend) {
   backend_ = &backend;
-  const std::vector<float> matrix = ops::freqkv_compression_matrix(window_ - sink_slots_, retained_slots_);
-  compression_matrix_ = std::make_unique<Tensor>(backend, matrix.size() * sizeof(float));
+  // One table per (N - S, L) and backend: an engine with one cache per sequence builds and
+  // stores it once (33 MiB and 0.3 s of host time at Llama-2's window).
+  const uint32_t in_length = window_ - sink_slots_, out_length = retained_slots_;
+  compression_matrix_ = &backend.shared_table(
+      "freqkv_compression_matrix " + std::to_string(in_length) + " " + std::to_string(out_length),
+      [&] { return ops::freqkv_compression_matrix(in_length, out_length); });
   compressed_ = std::make_unique<Tensor>(backend, size_t(num_kv_heads_) * retained_slots_ * head_dim_ * dtype_size(dtype_));
-  backend.begin();
-  backend.upload(matrix.data(), matrix.size() * sizeof(float), *compression_matrix_, 0);
-  backend.submit();
 }
 
 void FreqKvPolicy::compress(Tensor& states, uint32_t slot_stride) {

@@ -44,7 +44,7 @@ class FreqKvPolicy : public Policy {
   uint32_t head_dim_;
   Dtype dtype_;
   Backend* backend_ = nullptr;
-  std::unique_ptr<Tensor> compression_matrix_;  // f32 [L][N - S]
+  Tensor* compression_matrix_ = nullptr;         // f32 [L][N - S], shared by the backend's caches
   std::unique_ptr<Tensor> compressed_;          // [num_kv_heads][L][head_dim], the transform's output
 };
 
