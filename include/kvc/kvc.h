@@ -155,6 +155,7 @@ typedef enum kvc_policy {
     KVC_POLICY_PYRAMIDKV = 6, /* SNAPKV's selection under per-layer budgets falling from the first layer to the last */
     KVC_POLICY_HITKV = 7,     /* at the end of the prefill keep the prefix tokens often in the window queries' top K */
     KVC_POLICY_PHITKV = 8,    /* HITKV's selection under PYRAMIDKV's per-layer budgets */
+    KVC_POLICY_FREQKV = 9,    /* compress the cache in the frequency domain when it fills (kvc_freqkv_params) */
     KVC_POLICY_MAX_ENUM = 0x7fffffff
 } kvc_policy;
 
@@ -181,7 +182,8 @@ typedef struct kvc_cache_desc {
     uint32_t rope_dims;    /* leading dims rotated, a multiple of 8; 0 means head_dim */
     /* The policy's parameter struct (it starts with struct_size), or NULL for its defaults.
      * KVC_POLICY_FULL takes none; STREAMING, H2O, TOVA and TREEKV take kvc_eviction_params;
-     * SNAPKV, PYRAMIDKV, HITKV and PHITKV take kvc_window_policy_params. */
+     * SNAPKV, PYRAMIDKV, HITKV and PHITKV take kvc_window_policy_params; FREQKV takes
+     * kvc_freqkv_params. */
     const void* policy_params;
 } kvc_cache_desc;
 
@@ -220,6 +222,24 @@ typedef struct kvc_eviction_params {
  * chunk slot, no per-layer table, prefill block 32, no ablation. */
 KVC_API kvc_eviction_params kvc_eviction_params_default(void);
 
+/* FreqKV (Kai et al., "FreqKV: Key-Value Compression in Frequency Domain for Context Window
+ * Extension"): `capacity` is the window N. When a layer holds N slots (checked after each
+ * kvc_attend), the N - sink_tokens slots after the sinks are replaced by
+ * L = floor(retain_ratio * (N - sink_tokens)) slots: the lowest L components of their
+ * orthonormal DCT along the sequence, transformed back and rescaled by sqrt(L / (N - S)).
+ * Every slot carries its index in the cache as its position, so RoPE never sees a position
+ * of N or more. A chunk may hold at most N - slots held tokens: feed prefill in such chunks
+ * (N - S - L after each compression, as the paper does). Requires sink_tokens < N,
+ * 0 < retain_ratio < 1, L >= 1 and N <= 16384 (the fused transform is an L x (N - S) table). */
+typedef struct kvc_freqkv_params {
+    uint32_t struct_size;
+    uint32_t sink_tokens; /* S: leading slots never compressed; the paper's default is 4 */
+    float retain_ratio;   /* gamma in (0, 1): the share of components kept; default 0.5 */
+} kvc_freqkv_params;
+
+/* The paper's defaults: 4 sink tokens, retain_ratio 0.5 (what NULL policy_params means). */
+KVC_API kvc_freqkv_params kvc_freqkv_params_default(void);
+
 /* Fills a descriptor with defaults (f32, FULL policy, no RoPE, theta 10000); the shape and
  * capacity are left 0 for the caller to set. */
 KVC_API kvc_cache_desc kvc_cache_desc_default(void);
@@ -232,8 +252,8 @@ KVC_API kvc_status kvc_cache_create(kvc_context* context, const kvc_cache_desc* 
 KVC_API void kvc_cache_destroy(kvc_cache* cache);
 
 /* Appends n_tokens new tokens (a prefill chunk, or 1 for a decode step) of `layer`. Each
- * token takes the next position of this layer: 0, 1, 2, ... Fails with KVC_ERROR_CAPACITY
- * when the layer would hold more than `capacity` slots. */
+ * token takes the next position of this layer: 0, 1, 2, ... (KVC_POLICY_FREQKV: its slot
+ * index). Fails with KVC_ERROR_CAPACITY when the layer would hold more than `capacity` slots. */
 KVC_API kvc_status kvc_cache_append(kvc_cache* cache, uint32_t layer, uint32_t n_tokens,
                                     kvc_dtype dtype, const void* k, const void* v);
 

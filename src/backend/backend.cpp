@@ -18,6 +18,7 @@ Backend::Backend(BackendKind kind, std::unique_ptr<vk::Device> device) : kind_(k
 }
 
 Backend::~Backend() {
+  shared_tables_.clear();
   scratch_.clear();
   retired_scratch_.clear();
   dct_plans_.reset();
@@ -91,6 +92,19 @@ Tensor& Backend::scratch(ScratchId id, size_t bytes) {
     slot = std::make_unique<Tensor>(*this, bytes + bytes / 2);
   }
   return *slot;
+}
+
+Tensor& Backend::shared_table(const std::string& key, const std::function<std::vector<float>()>& build) {
+  auto it = shared_tables_.find(key);
+  if (it == shared_tables_.end()) {
+    const std::vector<float> values = build();
+    auto table = std::make_unique<Tensor>(*this, values.size() * sizeof(float));
+    begin();
+    upload(values.data(), values.size() * sizeof(float), *table, 0);
+    submit();
+    it = shared_tables_.emplace(key, std::move(table)).first;
+  }
+  return *it->second;
 }
 
 Tensor::Tensor(Backend& backend, size_t bytes) : backend_(backend), bytes_(bytes) {

@@ -5,6 +5,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -51,6 +53,11 @@ class Backend {
   // A scratch tensor of at least `bytes`, valid for the current submission.
   Tensor& scratch(ScratchId id, size_t bytes);
 
+  // A read-only f32 table that every cache on this backend shares (a transform matrix, ...):
+  // `build` runs and the result is uploaded the first time `key` is asked for; it is kept for
+  // the backend's life. Call outside a submission.
+  Tensor& shared_table(const std::string& key, const std::function<std::vector<float>()>& build);
+
  private:
   Backend(BackendKind kind, std::unique_ptr<vk::Device> device);
 
@@ -60,6 +67,7 @@ class Backend {
   std::unique_ptr<vk::DctPlans> dct_plans_;
   std::vector<std::unique_ptr<Tensor>> scratch_;
   std::vector<std::unique_ptr<Tensor>> retired_scratch_;  // outgrown during a recording
+  std::map<std::string, std::unique_ptr<Tensor>> shared_tables_;
 };
 
 // Bytes that live on one backend: host memory on the CPU, a device-local buffer on Vulkan.

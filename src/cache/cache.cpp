@@ -42,6 +42,7 @@ Cache::Cache(Backend& backend, const CacheConfig& config)
     layer.v = std::make_unique<Tensor>(backend, layer_kv_bytes);
     layer.positions = std::make_unique<Tensor>(backend, size_t(config_.num_kv_heads) * slot_stride_ * sizeof(int32_t));
   }
+  policy_->allocate_device_state(backend);
   if (config_.rope.enabled()) {
     const std::vector<uint32_t> turns = ops::rope_turn_table(config_.rope);
     rope_turns_ = std::make_unique<Tensor>(backend, turns.size() * sizeof(uint32_t));

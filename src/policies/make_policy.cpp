@@ -1,6 +1,7 @@
 #include <string>
 
 #include "policies/eviction.h"
+#include "policies/freqkv.h"
 #include "policies/full.h"
 #include "policies/observation_window.h"
 
@@ -11,6 +12,8 @@ std::unique_ptr<Policy> make_policy(const CacheConfig& config) {
     case KVC_POLICY_FULL:
       require(config.policy_params == nullptr, KVC_ERROR_INVALID_ARGUMENT, "KVC_POLICY_FULL takes no policy_params");
       return std::make_unique<FullPolicy>(config);
+    case KVC_POLICY_FREQKV:
+      return std::make_unique<FreqKvPolicy>(config, freqkv_params(config));
     case KVC_POLICY_STREAMING:
     case KVC_POLICY_H2O:
     case KVC_POLICY_TOVA:

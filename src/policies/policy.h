@@ -27,6 +27,10 @@ class Policy {
   // The position the appended token that lands in `slot` carries (RoPE reads it).
   virtual int32_t position_for_slot(const Cache& cache, uint32_t layer, uint32_t slot, uint64_t token_index) const = 0;
 
+  // Called once by the Cache after its storage exists: device state the policy owns (tables,
+  // scratch) is allocated here, so that nothing is built on the decode path.
+  virtual void allocate_device_state(Backend& backend) { (void)backend; }
+
   // Whether after_attend needs the attention scores.
   virtual bool needs_scores() const { return false; }
 

@@ -15,22 +15,19 @@ TEST_CASE("FULL cache: Vulkan and CPU agree over prefill chunks and decode steps
     REQUIRE(gpu);
     const kvc_cache_desc desc = test::small_cache_desc(dtype, 600);
     test::CachePtr gpu_cache = test::make_cache(gpu.get(), desc), cpu_cache = test::make_cache(cpu.get(), desc);
-    const uint32_t kv_elements = desc.num_kv_heads * desc.head_dim, q_elements = desc.num_q_heads * desc.head_dim;
     const uint32_t steps[] = {37, 128, 1, 1, 200, 1, 1, 1};  // prefill chunks, then decode tokens
     for (uint32_t n : steps) {
       for (uint32_t layer = 0; layer < desc.num_layers; ++layer) {
-        std::vector<float> k = test::random_floats(n * kv_elements), v = test::random_floats(n * kv_elements),
-                           q = test::random_floats(n * q_elements, -3, 3);
-        const auto k_bytes = test::encode(k, storage), v_bytes = test::encode(v, storage), q_bytes = test::encode(q, storage);
+        const test::StepInputs in = test::random_step_inputs(desc, n);
         std::vector<std::vector<unsigned char>> outs;
         std::vector<std::vector<float>> scores;
         for (kvc_cache* cache : {gpu_cache.get(), cpu_cache.get()}) {
-          REQUIRE(kvc_cache_append(cache, layer, n, dtype, k_bytes.data(), v_bytes.data()) == KVC_OK);
+          REQUIRE(kvc_cache_append(cache, layer, n, dtype, in.k.data(), in.v.data()) == KVC_OK);
           uint32_t slots = 0;
           REQUIRE(kvc_cache_layer_slots(cache, layer, &slots) == KVC_OK);
-          outs.emplace_back(q_bytes.size());
+          outs.emplace_back(in.q.size());
           scores.emplace_back(desc.num_kv_heads * slots);
-          REQUIRE(kvc_attend(cache, layer, n, dtype, q_bytes.data(), outs.back().data(), scores.back().data()) == KVC_OK);
+          REQUIRE(kvc_attend(cache, layer, n, dtype, in.q.data(), outs.back().data(), scores.back().data()) == KVC_OK);
         }
         INFO("chunk of ", n, " layer ", layer, " ", dtype_name(storage));
         CHECK(test::relative_max_error(test::decode(outs[0], storage), test::decode(outs[1], storage)) <

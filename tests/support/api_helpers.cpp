@@ -2,6 +2,8 @@
 
 #include <doctest/doctest.h>
 
+#include "support/test_support.h"
+
 namespace kvc::test {
 
 ContextPtr make_context(kvc_backend backend) {
@@ -35,6 +37,13 @@ kvc_cache_desc small_cache_desc(kvc_dtype dtype, uint32_t capacity) {
   desc.capacity = capacity;
   desc.rope_style = KVC_ROPE_NEOX;
   return desc;
+}
+
+StepInputs random_step_inputs(const kvc_cache_desc& desc, uint32_t n_tokens) {
+  const Dtype storage = static_cast<Dtype>(desc.dtype);
+  std::vector<float> k = random_floats(size_t(n_tokens) * desc.num_kv_heads * desc.head_dim),
+                     v = random_floats(k.size()), q = random_floats(size_t(n_tokens) * desc.num_q_heads * desc.head_dim, -3, 3);
+  return {encode(k, storage), encode(v, storage), encode(q, storage)};
 }
 
 LayerSnapshot snapshot(kvc_cache* cache, uint32_t layer) {

@@ -25,6 +25,13 @@ CachePtr make_cache(kvc_context* context, const kvc_cache_desc& desc);
 // A small model-shaped descriptor: 2 layers, 8 q / 2 kv heads, head_dim 64, NeoX RoPE.
 kvc_cache_desc small_cache_desc(kvc_dtype dtype, uint32_t capacity);
 
+// One step's random K, V (in [-1, 1]) and Q (in [-3, 3], for peaky softmax) for n tokens of
+// a cache shaped by `desc`, encoded in its dtype.
+struct StepInputs {
+  std::vector<unsigned char> k, v, q;
+};
+StepInputs random_step_inputs(const kvc_cache_desc& desc, uint32_t n_tokens);
+
 // Everything kvc_cache_read returns for one layer, plus the slot count.
 struct LayerSnapshot {
   uint32_t slots = 0;

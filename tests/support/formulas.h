@@ -23,4 +23,12 @@ DirectAttention attention_by_formula(const std::vector<float>& q, const std::vec
                                      const std::vector<int32_t>& positions, uint32_t num_q_heads, uint32_t num_kv_heads,
                                      uint32_t head_dim, uint32_t num_queries, uint32_t num_slots, const ops::RopeParams& rope);
 
+// FreqKV appendix A, eq. 6: z_t = alpha_t sum_n x_n cos(pi t (2n + 1) / 2N), alpha_0 = sqrt(1/N),
+// alpha_t = sqrt(2/N); O(N^2), sums in long double.
+std::vector<long double> dct2_by_formula(const std::vector<long double>& x);
+// Eq. 7, the inverse: x_n = sum_t alpha_t z_t cos(pi t (2n + 1) / 2N).
+std::vector<long double> dct3_by_formula(const std::vector<long double>& z);
+// FreqKV eq. 3 with appendix F.5's rescale: sqrt(L / N) * IDCT_L(DCT_N(x)[0 : L]), L = retained.
+std::vector<long double> freqkv_compression_by_formula(const std::vector<long double>& x, size_t retained);
+
 }  // namespace kvc::test

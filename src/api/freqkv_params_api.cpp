@@ -1,0 +1,10 @@
+// kvc_freqkv_params_default: FreqKV's section 4.1 settings (4 sinks, retaining ratio 0.5).
+#include "kvc/kvc.h"
+
+extern "C" kvc_freqkv_params kvc_freqkv_params_default(void) {
+  kvc_freqkv_params params{};
+  params.struct_size = sizeof(kvc_freqkv_params);
+  params.sink_tokens = 4;
+  params.retain_ratio = 0.5f;
+  return params;
+}

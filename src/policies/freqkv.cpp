@@ -1,0 +1,108 @@
+#include "policies/freqkv.h"
+
+#include <cmath>
+#include <string>
+
+#include "cache/cache.h"
+#include "ops/dct_matrix.h"
+#include "ops/sequence_transform.h"
+
+namespace kvc {
+namespace {
+
+// The fused transform is a dense f32 table of L x (N - S) entries on the device: 512 MiB at
+// this window with gamma near 1, 33 MiB at Llama-2's 4096.
+constexpr uint32_t kMaxWindow = 16384;
+
+uint32_t retained_for(uint32_t compressed_slots, float retain_ratio) {
+  return static_cast<uint32_t>(std::floor(static_cast<double>(retain_ratio) * compressed_slots));
+}
+
+}  // namespace
+
+kvc_freqkv_params freqkv_params(const CacheConfig& config) {
+  kvc_freqkv_params params = kvc_freqkv_params_default();
+  if (config.policy_params) {
+    const auto* given = static_cast<const kvc_freqkv_params*>(config.policy_params);
+    require(given->struct_size >= sizeof(kvc_freqkv_params), KVC_ERROR_INVALID_ARGUMENT,
+            "kvc_freqkv_params.struct_size is " + std::to_string(given->struct_size) + "; set it to sizeof(kvc_freqkv_params)");
+    params = *given;
+  }
+  const uint32_t window = config.capacity;
+  require(window <= kMaxWindow, KVC_ERROR_INVALID_ARGUMENT,
+          "capacity (the FreqKV window N) is " + std::to_string(window) + "; FREQKV allows at most " +
+              std::to_string(kMaxWindow) + " (its transform table grows as N^2)");
+  require(std::isfinite(params.retain_ratio) && params.retain_ratio > 0.0f && params.retain_ratio < 1.0f,
+          KVC_ERROR_INVALID_ARGUMENT,
+          "kvc_freqkv_params.retain_ratio is " + std::to_string(params.retain_ratio) + "; it must lie strictly between 0 and 1");
+  require(params.sink_tokens < window, KVC_ERROR_INVALID_ARGUMENT,
+          "kvc_freqkv_params.sink_tokens is " + std::to_string(params.sink_tokens) + "; it must be below capacity (" +
+              std::to_string(window) + ")");
+  const uint32_t compressed = window - params.sink_tokens;
+  require(retained_for(compressed, params.retain_ratio) >= 1, KVC_ERROR_INVALID_ARGUMENT,
+          "capacity - sink_tokens = " + std::to_string(compressed) + " slots are too few to compress with retain_ratio " +
+              std::to_string(params.retain_ratio) + ": floor(retain_ratio * (capacity - sink_tokens)) must be at least 1");
+  return params;
+}
+
+FreqKvPolicy::FreqKvPolicy(const CacheConfig& config, const kvc_freqkv_params& params)
+    : window_(config.capacity),
+      sink_slots_(params.sink_tokens),
+      retained_slots_(retained_for(config.capacity - params.sink_tokens, params.retain_ratio)),
+      num_kv_heads_(config.num_kv_heads),
+      head_dim_(config.head_dim),
+      dtype_(config.dtype) {}
+
+void FreqKvPolicy::check_append(const Cache& cache, uint32_t layer, uint32_t n_tokens) const {
+  const uint32_t held = cache.layer(layer).slots_held;
+  require(uint64_t(held) + n_tokens <= window_, KVC_ERROR_CAPACITY,
+          "layer " + std::to_string(layer) + " holds " + std::to_string(held) + " of its " + std::to_string(window_) +
+              "-slot FreqKV window; " + std::to_string(n_tokens) + " more do not fit: append at most " +
+              std::to_string(window_ - held) + " now (a full layer compresses after its next kvc_attend)");
+}
+
+int32_t FreqKvPolicy::position_for_slot(const Cache&, uint32_t, uint32_t slot, uint64_t) const {
+  return static_cast<int32_t>(slot);
+}
+
+void FreqKvPolicy::allocate_device_state(Backend& backend) {
+  backend_ = &backend;
+  // One table per (N - S, L) and backend: an engine with one cache per sequence builds and
+  // stores it once (33 MiB and 0.3 s of host time at Llama-2's window).
+  const uint32_t in_length = window_ - sink_slots_, out_length = retained_slots_;
+  compression_matrix_ = &backend.shared_table(
+      "freqkv_compression_matrix " + std::to_string(in_length) + " " + std::to_string(out_length),
+      [&] { return ops::freqkv_compression_matrix(in_length, out_length); });
+  compressed_ = std::make_unique<Tensor>(backend, size_t(num_kv_heads_) * retained_slots_ * head_dim_ * dtype_size(dtype_));
+}
+
+void FreqKvPolicy::compress(Tensor& states, uint32_t slot_stride) {
+  require(backend_ != nullptr, KVC_ERROR_INTERNAL, "FreqKvPolicy::compress before allocate_device_state");
+  const size_t row_bytes = size_t(head_dim_) * dtype_size(dtype_);
+  ops::SequenceTransformShape shape;
+  shape.num_heads = num_kv_heads_;
+  shape.head_dim = head_dim_;
+  shape.in_length = window_ - sink_slots_;
+  shape.out_length = retained_slots_;
+  shape.in_head_stride = slot_stride;
+  shape.out_head_stride = retained_slots_;
+  shape.dtype = dtype_;
+  ops::sequence_transform(*backend_, shape,
+                          {View{&states, sink_slots_ * row_bytes}, view(*compression_matrix_), view(*compressed_)});
+  for (uint32_t head = 0; head < num_kv_heads_; ++head)
+    backend_->copy(*compressed_, size_t(head) * retained_slots_ * row_bytes, states,
+                   (size_t(head) * slot_stride + sink_slots_) * row_bytes, retained_slots_ * row_bytes);
+}
+
+void FreqKvPolicy::after_attend(Cache& cache, uint32_t layer_index, View) {
+  LayerState& layer = cache.layer(layer_index);
+  if (layer.slots_held < window_) return;
+  compress(*layer.k, cache.slot_stride());
+  compress(*layer.v, cache.slot_stride());
+  // Slots S .. S+L-1 keep the positions they had: their index in the cache.
+  layer.slots_held = sink_slots_ + retained_slots_;
+  layer.last_append = 0;  // the chunk's slots were folded in: attending from them again is refused
+  cache.count_compression();
+}
+
+}  // namespace kvc
