@@ -42,12 +42,12 @@ double copy_bandwidth_gbps(Backend& backend, const Timing& timing, size_t bytes)
 void print_table(const Report& report, const Report* peer) {
   std::printf("device: %s (%s), %s; measured copy bandwidth %.0f GB/s\n", report.device.c_str(), report.driver.c_str(),
               report.date.c_str(), report.copy_gbps);
-  std::printf("%-28s %-44s %-5s %11s %11s %8s %8s", "op", "shape", "dtype", "time (us)", "MB moved", "GB/s", "% copy");
+  std::printf("%-24s %-58s %-5s %11s %11s %8s %8s", "op", "shape", "dtype", "time (us)", "MB moved", "GB/s", "% copy");
   if (peer) std::printf(" %11s %9s", "peer (us)", "peer/kvc");
   std::printf("\n");
   for (const Row& row : report.rows) {
     const double gbps = row.bytes / (row.median_us * 1e3);
-    std::printf("%-28s %-44s %-5s %11.1f %11.2f %8.0f %7.1f%%", row.name.c_str(), row.shape.c_str(), row.dtype.c_str(),
+    std::printf("%-24s %-58s %-5s %11.1f %11.2f %8.0f %7.1f%%", row.name.c_str(), row.shape.c_str(), row.dtype.c_str(),
                 row.median_us, row.bytes / 1e6, gbps, 100.0 * gbps / report.copy_gbps);
     if (peer) {
       const auto match = std::find_if(peer->rows.begin(), peer->rows.end(), [&](const Row& p) {

@@ -12,5 +12,6 @@ namespace kvc::bench {
 std::unique_ptr<Tensor> make_random(Backend& backend, size_t bytes, Dtype dtype);
 
 void add_attention_rows(Backend& backend, const Timing& timing, bool quick, Report& report);
+void add_policy_rows(Backend& backend, const Timing& timing, bool quick, Report& report);
 
 }  // namespace kvc::bench

@@ -69,6 +69,7 @@ int run(int argc, char** argv) {
   const bool small_device = backend->device().properties().deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU || quick;
   report.copy_gbps = copy_bandwidth_gbps(*backend, timing, small_device ? (size_t(64) << 20) : (size_t(1) << 30));
   add_attention_rows(*backend, timing, quick, report);
+  add_policy_rows(*backend, timing, quick, report);
   Report peer;
   if (!compare_path.empty()) peer = read_json(compare_path);
   print_table(report, compare_path.empty() ? nullptr : &peer);

@@ -129,8 +129,8 @@ void main() {
   const bool shuffle_reduce = POW2_LANES && gl_SubgroupSize >= LANES;
 
   // This thread's chunk of every query head of the block, in registers.
-  vec4 q_lo[GROUP_BLOCK];
-  vec4 q_hi[GROUP_BLOCK];
+  vec4 q_lo[KVC_MAX_GROUP_BLOCK];
+  vec4 q_hi[KVC_MAX_GROUP_BLOCK];
   for (uint g = 0; g < GROUP_BLOCK; ++g) {
     const uint head = q_head0 + g, d = lane * VEC;
     const bool real = g < heads_here && has_lane;
@@ -142,10 +142,10 @@ void main() {
 
   const uint slot_base = kv_head * push.slot_stride;
 
-  float m[GROUP_BLOCK];
-  float l[GROUP_BLOCK];
-  vec4 acc_lo[GROUP_BLOCK];
-  vec4 acc_hi[GROUP_BLOCK];
+  float m[KVC_MAX_GROUP_BLOCK];
+  float l[KVC_MAX_GROUP_BLOCK];
+  vec4 acc_lo[KVC_MAX_GROUP_BLOCK];
+  vec4 acc_hi[KVC_MAX_GROUP_BLOCK];
   for (uint g = 0; g < GROUP_BLOCK; ++g) {
     m[g] = KVC_NEG_INF;
     l[g] = 0.0;
@@ -164,7 +164,7 @@ void main() {
     }
     for (uint pass = 0; pass < PASSES; ++pass) {
       const uint j = pass * KEYS_PER_PASS + key_in_pass;  // key within the tile
-      float dots[GROUP_BLOCK];
+      float dots[KVC_MAX_GROUP_BLOCK];
       for (uint g = 0; g < GROUP_BLOCK; ++g) dots[g] = 0.0;
       if (has_lane && j < tile_keys) {
         const uint slot = slot_base + tile + j;

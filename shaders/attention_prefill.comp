@@ -53,8 +53,8 @@ void main() {
   const uint tiles_end = first_chunk_slot + last_row / push.group_size + 1;
   const uint slot_base = kv_head * push.slot_stride;
 
-  vec4 q[CHUNKS];
-  vec4 acc[CHUNKS];
+  vec4 q[KVC_MAX_CHUNKS];
+  vec4 acc[KVC_MAX_CHUNKS];
   const uint q_base = (query * push.num_q_heads + head) * HEAD_DIM;
   for (uint c = 0; c < CHUNKS; ++c) {
     q[c] = has_row ? vec4(q_rot[q_base + 4 * c], q_rot[q_base + 4 * c + 1], q_rot[q_base + 4 * c + 2], q_rot[q_base + 4 * c + 3])

@@ -39,7 +39,7 @@ void main() {
   const uint slot_base = kv_head * push.slot_stride;
   const uint row_element = (slot_base + slot) * HEAD_DIM;
   const uint position = ROPE_STYLE != 0 ? uint(positions[slot_base + slot]) : 0u;
-  vec4 key[CHUNKS];
+  vec4 key[KVC_MAX_CHUNKS];
   for (uint c = 0; c < CHUNKS; ++c) key[c] = key_chunk(row_element, 4 * c, position);
 
   const uint first_chunk_slot = push.num_slots - push.num_queries;

@@ -35,7 +35,7 @@ void main() {
   if (slot >= push.num_prefix) return;
   const uint slot_base = kv_head * push.slot_stride;
   const uint position = ROPE_STYLE != 0 ? uint(positions[slot_base + slot]) : 0u;
-  vec4 key[CHUNKS];
+  vec4 key[KVC_MAX_CHUNKS];
   for (uint c = 0; c < CHUNKS; ++c) key[c] = key_chunk((slot_base + slot) * HEAD_DIM, 4 * c, position);
   for (uint g = 0; g < push.group_size; ++g) {
     const uint head = kv_head * push.group_size + g;

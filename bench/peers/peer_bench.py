@@ -87,7 +87,7 @@ def main():
               "date": datetime.date.today().isoformat(), "copy_gbps": copy_gbps(), "rows": rows}
     pathlib.Path(args.json).write_text(json.dumps(report, indent=2))
     for row in rows:
-        print(f"{row['name']:<28} {row['shape']:<44} {row['dtype']:<5} {row['us']:10.1f} us")
+        print(f"{row['name']:<24} {row['shape']:<58} {row['dtype']:<5} {row['us']:10.1f} us")
 
 
 if __name__ == "__main__":

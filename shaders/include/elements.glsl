@@ -11,3 +11,10 @@
 
 // Score of a masked slot: -FLT_MAX, so exp(score - max) is exactly 0 and no Inf arithmetic occurs.
 const float KVC_NEG_INF = -3.402823466e+38;
+
+// Register arrays are sized by these fixed bounds, never by specialization constants: a
+// spec-constant-sized array may be placed in local memory (on the H100 it made decode
+// attention latency-bound, ~25x slower than its instruction count). Loops still run to the
+// specialised bounds, so the unused tail is dead code.
+const uint KVC_MAX_GROUP_BLOCK = 8;  // query heads per decode workgroup
+const uint KVC_MAX_CHUNKS = 64;      // 4-element chunks of a row: head_dim <= 256

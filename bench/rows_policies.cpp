@@ -1,0 +1,177 @@
+// kvc-bench rows for the policies' own steps, in the shapes their issues fix: FreqKV's
+// compression of a full window, the observation-window selection at the end of a prefill, and
+// a decode step with eviction (attention with scores + score update + eviction) against
+// decode attention alone at the same cache size.
+#include <string>
+
+#include "bench_rows.h"
+#include "ops/attention.h"
+#include "ops/eviction_step.h"
+#include "policies/freqkv.h"
+#include "policies/pyramid_budgets.h"
+#include "policies/window_selection.h"
+
+namespace kvc::bench {
+namespace {
+
+constexpr uint32_t kLayers = 32, kQHeads = 32, kKvHeads = 8, kHeadDim = 128;
+
+std::unique_ptr<Tensor> make_ranks(Backend& backend, uint32_t slot_stride) {
+  std::vector<int32_t> ranks(size_t(kKvHeads) * slot_stride);
+  for (size_t i = 0; i < ranks.size(); ++i) ranks[i] = static_cast<int32_t>(i % slot_stride);
+  auto tensor = std::make_unique<Tensor>(backend, ranks.size() * 4);
+  backend.begin();
+  backend.upload(ranks.data(), ranks.size() * 4, *tensor, 0);
+  backend.submit();
+  return tensor;
+}
+
+void add_freqkv_rows(Backend& backend, const Timing& timing, bool quick, Report& report) {
+  const uint32_t window = quick ? 512 : 4096, sinks = 4, layers = quick ? 2 : kLayers;
+  for (Dtype dtype : {Dtype::F16, Dtype::F32}) {
+    CacheConfig config;
+    config.num_layers = layers;
+    config.num_q_heads = kQHeads;
+    config.num_kv_heads = kKvHeads;
+    config.head_dim = kHeadDim;
+    config.dtype = dtype;
+    config.capacity = window;
+    kvc_freqkv_params params = kvc_freqkv_params_default();
+    params.sink_tokens = sinks;
+    FreqKvPolicy policy(config, params);
+    policy.allocate_device_state(backend);
+    auto states = make_random(backend, size_t(kKvHeads) * window * kHeadDim * dtype_size(dtype), dtype);
+    Row row;
+    row.name = "freqkv_compress";
+    row.shape = "layers=" + std::to_string(layers) + " kvh=8 N=" + std::to_string(window) + " S=4 d=128";
+    row.dtype = dtype_name(dtype);
+    // One layer's K (or V) per call, as the policy runs it; the same tensor stands for every layer.
+    row.median_us = median_us(backend, timing, [&] {
+      for (uint32_t layer = 0; layer < layers; ++layer) policy.compress(*states, window);
+    });
+    row.bytes = double(layers) * kKvHeads * kHeadDim * dtype_size(dtype) * ((window - sinks) + policy.retained_slots());
+    report.rows.push_back(row);
+  }
+}
+
+void add_window_selection_rows(Backend& backend, const Timing& timing, bool quick, Report& report) {
+  const uint32_t window = 32, prefix = quick ? 2048 : 32768, budget = quick ? 256 : 1024, layers = quick ? 2 : kLayers;
+  const uint32_t slots = prefix + window;
+  const Dtype dtype = Dtype::F16;
+  const size_t kv_bytes = size_t(kKvHeads) * slots * kHeadDim * 2;
+  auto k = make_random(backend, kv_bytes, dtype), v = make_random(backend, kv_bytes, dtype);
+  auto positions = make_ranks(backend, slots);
+  auto q = make_random(backend, size_t(window) * kQHeads * kHeadDim * 2, dtype);
+  auto k_to = std::make_unique<Tensor>(backend, kv_bytes), v_to = std::make_unique<Tensor>(backend, kv_bytes);
+  auto positions_to = std::make_unique<Tensor>(backend, size_t(kKvHeads) * slots * 4);
+  struct Variant {
+    const char* name;
+    WindowIndicator indicator;
+    bool pyramid;
+  };
+  for (const Variant& variant : {Variant{"select_snapkv", WindowIndicator::PooledAttention, false},
+                                 Variant{"select_pyramidkv", WindowIndicator::PooledAttention, true},
+                                 Variant{"select_hitkv", WindowIndicator::HitRate, false},
+                                 Variant{"select_phitkv", WindowIndicator::HitRate, true}}) {
+    const std::vector<uint32_t> budgets =
+        variant.pyramid ? pyramid_budgets(budget, window, layers, 20.0, prefix) : std::vector<uint32_t>(layers, budget);
+    std::vector<SelectionShape> shapes(layers);
+    SelectionWorkspace workspace;
+    for (uint32_t layer = 0; layer < layers; ++layer) {
+      SelectionShape& shape = shapes[layer];
+      shape.scores = {kQHeads, kKvHeads, kHeadDim, window, slots, slots, dtype, {}};
+      shape.kept_prefix = budgets[layer] - window;
+      shape.indicator = variant.indicator;
+      shape.hit_k = std::min(budgets[layer], prefix);
+      shape.hit_min_count = hits_needed(0.5f, (kQHeads / kKvHeads) * window);
+      workspace.reserve(backend, shape);
+    }
+    Row row;
+    row.name = variant.name;
+    row.shape = "layers=" + std::to_string(layers) + " qh=32 kvh=8 d=128 w=32 prefix=" + std::to_string(prefix) +
+                " budget=" + std::to_string(budget);
+    row.dtype = "f16";
+    row.median_us = median_us(backend, timing, [&] {
+      for (uint32_t layer = 0; layer < layers; ++layer)
+        workspace.record(backend, shapes[layer], view(*q), {view(*k), view(*v), view(*positions)}, View{},
+                         {view(*k_to), view(*v_to), view(*positions_to)});
+    });
+    // The keys are read once; the kept slots' K, V and positions are read and written once.
+    row.bytes = double(layers) * (double(kKvHeads) * slots * kHeadDim * 2 + 2.0 * kKvHeads * budget * (2 * kHeadDim * 2 + 4));
+    report.rows.push_back(row);
+  }
+}
+
+void add_eviction_rows(Backend& backend, const Timing& timing, bool quick, Report& report) {
+  const uint32_t layers = quick ? 2 : kLayers;
+  const Dtype dtype = Dtype::F16;
+  struct Variant {
+    const char* name;
+    bool evicts;
+    ops::EvictionRule rule;
+  };
+  for (uint32_t capacity : quick ? std::vector<uint32_t>{1024} : std::vector<uint32_t>{1024, 4096}) {
+    const uint32_t slots = capacity + 1, sinks = 4, recent = capacity / 2 - sinks;  // TreeKV's 4 + 508 + 512 at c = 1024
+    const size_t kv_bytes = size_t(kKvHeads) * slots * kHeadDim * 2;
+    auto k = make_random(backend, kv_bytes, dtype), v = make_random(backend, kv_bytes, dtype);
+    auto positions = make_ranks(backend, slots);
+    auto q = make_random(backend, size_t(kQHeads) * kHeadDim * 2, dtype);
+    auto out = std::make_unique<Tensor>(backend, size_t(kQHeads) * kHeadDim * 2);
+    auto scores = std::make_unique<Tensor>(backend, size_t(kKvHeads) * slots * 4);
+    auto sums = std::make_unique<Tensor>(backend, size_t(kKvHeads) * slots * 4);
+    auto counts = std::make_unique<Tensor>(backend, size_t(kKvHeads) * slots * 4);
+    ops::RopeParams rope{KVC_ROPE_NEOX, kHeadDim, 10000.0};
+    const std::vector<uint32_t> turns = ops::rope_turn_table(rope);
+    auto turn_table = std::make_unique<Tensor>(backend, turns.size() * 4);
+    backend.begin();
+    backend.upload(turns.data(), turns.size() * 4, *turn_table, 0);
+    backend.submit();
+    ops::AttentionShape attention{kQHeads, kKvHeads, kHeadDim, 1, slots, slots, dtype, rope};
+    for (const Variant& variant : {Variant{"decode_step_full", false, ops::EvictionRule::Oldest},
+                                   Variant{"decode_step_streaming", true, ops::EvictionRule::Oldest},
+                                   Variant{"decode_step_h2o", true, ops::EvictionRule::Accumulated},
+                                   Variant{"decode_step_tova", true, ops::EvictionRule::CurrentQuery},
+                                   Variant{"decode_step_treekv", true, ops::EvictionRule::Tree}}) {
+      const bool with_scores = variant.evicts && ops::rule_keeps_sums(variant.rule);
+      ops::EvictionShape eviction;
+      eviction.rule = variant.rule;
+      eviction.num_kv_heads = kKvHeads;
+      eviction.head_dim = kHeadDim;
+      eviction.slot_stride = slots;
+      eviction.dtype = dtype;
+      eviction.slots_held = slots;
+      eviction.new_slots = 1;
+      eviction.num_queries = 1;
+      eviction.sinks = sinks;
+      eviction.recent_window = recent;
+      eviction.evictions = 1;
+      eviction.tree_span = capacity - sinks - recent;
+      Row row;
+      row.name = variant.name;
+      row.shape = "c=" + std::to_string(capacity) + " layers=" + std::to_string(layers) + " qh=32 kvh=8 d=128";
+      row.dtype = "f16";
+      row.median_us = median_us(backend, timing, [&] {
+        for (uint32_t layer = 0; layer < layers; ++layer) {
+          ops::attention(backend, attention,
+                         {view(*q), view(*k), view(*v), view(*positions), view(*turn_table), view(*out),
+                          with_scores ? view(*scores) : View{}});
+          if (variant.evicts)
+            ops::eviction_step(backend, eviction,
+                               {view(*k), view(*v), view(*positions), view(*scores), view(*sums), view(*counts)});
+        }
+      });
+      row.bytes = double(layers) * (2.0 * kKvHeads * slots * kHeadDim * 2 + 2.0 * kQHeads * kHeadDim * 2);
+      report.rows.push_back(row);
+    }
+  }
+}
+
+}  // namespace
+
+void add_policy_rows(Backend& backend, const Timing& timing, bool quick, Report& report) {
+  add_freqkv_rows(backend, timing, quick, report);
+  add_window_selection_rows(backend, timing, quick, report);
+  add_eviction_rows(backend, timing, quick, report);
+}
+
+}  // namespace kvc::bench
