@@ -2,6 +2,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "bench_harness.h"
 #include "common/dtype.h"
@@ -11,7 +13,21 @@ namespace kvc::bench {
 // A tensor of `bytes` holding random values of `dtype` in [-1, 1] (timings must not see zeros).
 std::unique_ptr<Tensor> make_random(Backend& backend, size_t bytes, Dtype dtype);
 
-void add_attention_rows(Backend& backend, const Timing& timing, bool quick, Report& report);
-void add_policy_rows(Backend& backend, const Timing& timing, bool quick, Report& report);
+// Which rows to time: --quick shrinks every shape (lavapipe, smoke runs); --only keeps the rows
+// whose name contains one of the given strings (a device session times just what changed).
+struct RowOptions {
+  bool quick = false;
+  std::vector<std::string> only;
+
+  bool wants(const std::string& row_name) const {
+    if (only.empty()) return true;
+    for (const std::string& part : only)
+      if (row_name.find(part) != std::string::npos) return true;
+    return false;
+  }
+};
+
+void add_attention_rows(Backend& backend, const Timing& timing, const RowOptions& options, Report& report);
+void add_policy_rows(Backend& backend, const Timing& timing, const RowOptions& options, Report& report);
 
 }  // namespace kvc::bench

@@ -2,7 +2,7 @@
 // (warm-up, repetitions, median) and reports each as bytes moved, GB/s and the share of the
 // copy bandwidth it measures itself in the same run. Never part of the tests.
 //
-//   kvc-bench [--quick] [--reps N] [--json out.json] [--compare peer.json]
+//   kvc-bench [--quick] [--only NAME]... [--reps N] [--json out.json] [--compare peer.json]
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -46,17 +46,18 @@ std::string today() {
 }
 
 int run(int argc, char** argv) {
-  bool quick = false;
+  RowOptions options;
   Timing timing;
   std::string json_path, compare_path;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--quick") quick = true;
+    if (arg == "--quick") options.quick = true;
+    else if (arg == "--only" && i + 1 < argc) options.only.push_back(argv[++i]);
     else if (arg == "--reps" && i + 1 < argc) timing.repetitions = std::max(1, std::atoi(argv[++i]));
     else if (arg == "--json" && i + 1 < argc) json_path = argv[++i];
     else if (arg == "--compare" && i + 1 < argc) compare_path = argv[++i];
     else {
-      std::fprintf(stderr, "usage: kvc-bench [--quick] [--reps N] [--json out.json] [--compare peer.json]\n");
+      std::fprintf(stderr, "usage: kvc-bench [--quick] [--only NAME]... [--reps N] [--json out.json] [--compare peer.json]\n");
       return 2;
     }
   }
@@ -66,10 +67,10 @@ int run(int argc, char** argv) {
   report.device = backend->device_name();
   report.driver = driver_info(backend->device());
   report.date = today();
-  const bool small_device = backend->device().properties().deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU || quick;
+  const bool small_device = backend->device().properties().deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU || options.quick;
   report.copy_gbps = copy_bandwidth_gbps(*backend, timing, small_device ? (size_t(64) << 20) : (size_t(1) << 30));
-  add_attention_rows(*backend, timing, quick, report);
-  add_policy_rows(*backend, timing, quick, report);
+  add_attention_rows(*backend, timing, options, report);
+  add_policy_rows(*backend, timing, options, report);
   Report peer;
   if (!compare_path.empty()) peer = read_json(compare_path);
   print_table(report, compare_path.empty() ? nullptr : &peer);

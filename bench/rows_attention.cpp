@@ -43,7 +43,8 @@ Row time_attention(Backend& backend, const Timing& timing, const ops::AttentionS
 
 }  // namespace
 
-void add_attention_rows(Backend& backend, const Timing& timing, bool quick, Report& report) {
+void add_attention_rows(Backend& backend, const Timing& timing, const RowOptions& options, Report& report) {
+  const bool quick = options.quick;
   ops::AttentionShape shape;
   shape.num_q_heads = 32;
   shape.num_kv_heads = 8;
@@ -52,11 +53,13 @@ void add_attention_rows(Backend& backend, const Timing& timing, bool quick, Repo
   for (Dtype dtype : {Dtype::F16, Dtype::F32}) {
     shape.dtype = dtype;
     for (uint32_t length : lengths) {
+      if (!options.wants("decode_attention")) break;
       shape.num_queries = 1;
       shape.num_slots = shape.slot_stride = length;
       report.rows.push_back(time_attention(backend, timing, shape, "decode_attention"));
     }
   }
+  if (!options.wants("prefill_attention")) return;
   shape.dtype = Dtype::F16;
   shape.num_queries = quick ? 128 : 2048;
   shape.num_slots = shape.slot_stride = (quick ? 1024 : 32768) + shape.num_queries;

@@ -26,7 +26,8 @@ std::unique_ptr<Tensor> make_ranks(Backend& backend, uint32_t slot_stride) {
   return tensor;
 }
 
-void add_freqkv_rows(Backend& backend, const Timing& timing, bool quick, Report& report) {
+void add_freqkv_rows(Backend& backend, const Timing& timing, const RowOptions& options, Report& report) {
+  const bool quick = options.quick;
   const uint32_t window = quick ? 512 : 4096, sinks = 4, layers = quick ? 2 : kLayers;
   for (Dtype dtype : {Dtype::F16, Dtype::F32}) {
     CacheConfig config;
@@ -54,7 +55,8 @@ void add_freqkv_rows(Backend& backend, const Timing& timing, bool quick, Report&
   }
 }
 
-void add_window_selection_rows(Backend& backend, const Timing& timing, bool quick, Report& report) {
+void add_window_selection_rows(Backend& backend, const Timing& timing, const RowOptions& options, Report& report) {
+  const bool quick = options.quick;
   const uint32_t window = 32, prefix = quick ? 2048 : 32768, budget = quick ? 256 : 1024, layers = quick ? 2 : kLayers;
   const uint32_t slots = prefix + window;
   const Dtype dtype = Dtype::F16;
@@ -73,6 +75,7 @@ void add_window_selection_rows(Backend& backend, const Timing& timing, bool quic
                                  Variant{"select_pyramidkv", WindowIndicator::PooledAttention, true},
                                  Variant{"select_hitkv", WindowIndicator::HitRate, false},
                                  Variant{"select_phitkv", WindowIndicator::HitRate, true}}) {
+    if (!options.wants(variant.name)) continue;
     const std::vector<uint32_t> budgets =
         variant.pyramid ? pyramid_budgets(budget, window, layers, 20.0, prefix) : std::vector<uint32_t>(layers, budget);
     std::vector<SelectionShape> shapes(layers);
@@ -102,7 +105,8 @@ void add_window_selection_rows(Backend& backend, const Timing& timing, bool quic
   }
 }
 
-void add_eviction_rows(Backend& backend, const Timing& timing, bool quick, Report& report) {
+void add_eviction_rows(Backend& backend, const Timing& timing, const RowOptions& options, Report& report) {
+  const bool quick = options.quick;
   const uint32_t layers = quick ? 2 : kLayers;
   const Dtype dtype = Dtype::F16;
   struct Variant {
@@ -132,6 +136,7 @@ void add_eviction_rows(Backend& backend, const Timing& timing, bool quick, Repor
                                    Variant{"decode_step_h2o", true, ops::EvictionRule::Accumulated},
                                    Variant{"decode_step_tova", true, ops::EvictionRule::CurrentQuery},
                                    Variant{"decode_step_treekv", true, ops::EvictionRule::Tree}}) {
+      if (!options.wants(variant.name)) continue;
       const bool with_scores = variant.evicts && ops::rule_keeps_sums(variant.rule);
       ops::EvictionShape eviction;
       eviction.rule = variant.rule;
@@ -168,10 +173,10 @@ void add_eviction_rows(Backend& backend, const Timing& timing, bool quick, Repor
 
 }  // namespace
 
-void add_policy_rows(Backend& backend, const Timing& timing, bool quick, Report& report) {
-  add_freqkv_rows(backend, timing, quick, report);
-  add_window_selection_rows(backend, timing, quick, report);
-  add_eviction_rows(backend, timing, quick, report);
+void add_policy_rows(Backend& backend, const Timing& timing, const RowOptions& options, Report& report) {
+  if (options.wants("freqkv_compress")) add_freqkv_rows(backend, timing, options, report);
+  add_window_selection_rows(backend, timing, options, report);
+  add_eviction_rows(backend, timing, options, report);
 }
 
 }  // namespace kvc::bench
