@@ -1,24 +1,28 @@
 #version 450
 // Flash-decoding, pass 1: one query token; workgroup (split, kv head, query-head block) reads
-// its share of the kv head's slots once for up to GROUP_BLOCK query heads (GQA) and writes an
+// its share of the kv head's slots once for GROUP_BLOCK query heads (GQA) and writes an
 // unnormalised partial (running max m, sum l, accumulator) per query head for attention_merge.
 // A split takes every num_splits-th tile rather than one contiguous range, so the workgroups
 // in flight read neighbouring memory, as a copy does: contiguous ranges at power-of-two
 // strides ran at under a fifth of the H100's bandwidth. The query is rotated and scaled here.
 //
-// Phase A: LANES threads share a key, each with one 16-byte chunk of it (so a warp reads whole
-// rows, coalesced), multiply by the queries' matching chunks and reduce across the lanes
-// (subgroup shuffles where the subgroup holds a key's lanes, shared memory otherwise); the
-// tile's scores land in shared memory. Phase B: threads own one 16-byte chunk of V and every
-// KEY_LANES-th key of the tile, with an online softmax each; the key lanes are combined at the
-// end. See ../shared/GPU.md and docs/benchmarks.md for the measurements behind the shape.
+// LANES threads share a key, each with one 16-byte chunk of its K and V rows (a warp reads
+// whole rows, coalesced); a thread owns every KEY_LANES-th key of a tile. All of a tile's K and
+// V loads are issued before any is used (PASSES 16-byte loads of each in flight per thread hide
+// DRAM latency). The lanes' partial dot products are summed with subgroup XOR shuffles, which
+// leave the key's score in every lane, so each thread runs its own online softmax over its keys
+// with no shared memory in the loop: one rescale per tile (against the tile's maximum), then
+// plain multiply-adds. Shared memory is only the fallback where a subgroup cannot hold a key's
+// lanes (lavapipe, head dims whose lane count is not a power of two) and the final combination
+// of the key lanes. docs/benchmarks.md has the measurements behind the shape.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_EXT_control_flow_attributes : require
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint HEAD_DIM = 128;
-layout(constant_id = 2) const uint GROUP_BLOCK = 4;
+layout(constant_id = 2) const uint GROUP_BLOCK = 4;  // divides the group: every head of a block is real
 layout(constant_id = 3) const bool KV_F16 = false;
 layout(constant_id = 4) const uint ROPE_STYLE = 0;
 layout(constant_id = 5) const uint ROTARY_DIMS = 0;
@@ -43,16 +47,15 @@ layout(push_constant) uniform Push {
 } push;
 
 const uint WG = gl_WorkGroupSize.x;
-const uint VEC = KV_F16 ? 8 : 4;          // elements in 16 bytes
-const uint LANES = HEAD_DIM / VEC;        // threads per key (phase A) or per V row (phase B)
-const uint KEYS_PER_PASS = WG / LANES;
-const uint KEY_LANES = WG / LANES;        // phase B: threads sharing a V chunk
-const uint PASSES = 8;                    // key (and value) loads each thread has in flight per tile
-const uint TILE = PASSES * KEYS_PER_PASS; // keys per tile
+const uint VEC = KV_F16 ? 8 : 4;           // elements in 16 bytes
+const uint LANES = HEAD_DIM / VEC;         // threads per key
+const uint KEY_LANES = WG / LANES;         // keys a pass covers
+const uint PASSES = 8;                     // K (and V) loads each thread has in flight per tile
+const uint TILE = PASSES * KEY_LANES;      // keys per tile
 const bool POW2_LANES = (LANES & (LANES - 1)) == 0;
 
-shared float score_s[GROUP_BLOCK * TILE];
-shared float partial_s[GROUP_BLOCK * WG];  // phase A reduction when shuffles cannot do it
+shared float partial_s[GROUP_BLOCK * WG];  // lanes' partial dots when shuffles cannot sum them
+shared float score_s[GROUP_BLOCK * KEY_LANES];
 shared float red_m[WG];
 shared float red_l[WG];
 shared vec4 red_acc[2 * WG];
@@ -68,23 +71,30 @@ void unpack_chunk(uvec4 words, out vec4 lo, out vec4 hi) {
   }
 }
 
-// Rotates the key chunk starting at dim `first` (elements in lo/hi) to `position`.
-void rotate_key_chunk(uint row_element, uint first, uint position, inout vec4 lo, inout vec4 hi) {
+float chunk_element(vec4 lo, vec4 hi, uint e) { return e < 4 ? lo[e] : hi[e - 4]; }
+
+// Rotates the key chunk starting at dim `first` (elements in lo/hi) to `position`. For NeoX
+// the partner of dim d is d +- ROTARY_DIMS/2, in another lane's chunk: `partners_shuffled`
+// says partner_lo/hi already hold that lane's chunk (whole-row rotation, shuffled in);
+// otherwise the partner is read from memory.
+void rotate_key_chunk(uint row_element, uint first, uint position, bool partners_shuffled, vec4 partner_lo,
+                      vec4 partner_hi, inout vec4 lo, inout vec4 hi) {
   const vec4 lo_in = lo, hi_in = hi;  // partners are read before rotation
-  for (uint e = 0; e < VEC; ++e) {
+  [[unroll]] for (uint e = 0; e < VEC; ++e) {
     const uint d = first + e;
-    if (d >= ROTARY_DIMS) break;
-    const float x = e < 4 ? lo_in[e] : hi_in[e - 4];
+    if (d >= ROTARY_DIMS) continue;
+    const float x = chunk_element(lo_in, hi_in, e);
     float y;
     if (ROPE_STYLE == 2) {  // interleaved: the partner is the other element of the pair, in this chunk
-      const uint partner_e = e ^ 1u;
-      const float partner = partner_e < 4 ? lo_in[partner_e] : hi_in[partner_e - 4];
+      const float partner = chunk_element(lo_in, hi_in, e ^ 1u);
       const vec2 cs = rope_cos_sin(position, turns[d / 2]);
       y = (d & 1u) == 0 ? x * cs.x - partner * cs.y : partner * cs.y + x * cs.x;
-    } else {  // NeoX: d < R/2 pairs with d + R/2, which lives in another lane's chunk
+    } else {
       const uint half_dims = ROTARY_DIMS / 2;
       const bool low = d < half_dims;
-      const float partner = KVC_LOAD_ELEMENT(k_words, KV_F16, row_element + (low ? d + half_dims : d - half_dims));
+      const float partner = partners_shuffled
+                                ? chunk_element(partner_lo, partner_hi, e)
+                                : KVC_LOAD_ELEMENT(k_words, KV_F16, row_element + (low ? d + half_dims : d - half_dims));
       const vec2 cs = rope_cos_sin(position, turns[low ? d : d - half_dims]);
       y = low ? x * cs.x - partner * cs.y : partner * cs.y + x * cs.x;
     }
@@ -119,24 +129,23 @@ float query_element(uint head, uint d) {
 void main() {
   const uint split = gl_WorkGroupID.x;
   const uint kv_head = gl_WorkGroupID.y;
-  const uint first_head = gl_WorkGroupID.z * GROUP_BLOCK;  // within the group
-  const uint heads_here = min(GROUP_BLOCK, push.group_size - first_head);
   const uint t = gl_LocalInvocationID.x;
-  const uint q_head0 = kv_head * push.group_size + first_head;
+  const uint q_head0 = kv_head * push.group_size + gl_WorkGroupID.z * GROUP_BLOCK;
   const uint lane = t % LANES;
-  const uint key_in_pass = t / LANES;  // phase A: which key of the pass; phase B: key lane
-  const bool has_lane = key_in_pass < KEYS_PER_PASS;
+  const uint key_lane = t / LANES;
+  const bool has_lane = key_lane < KEY_LANES;
   const bool shuffle_reduce = POW2_LANES && gl_SubgroupSize >= LANES;
+  // NeoX over the whole row: dim d's partner d +- HEAD_DIM/2 is in lane ^ LANES/2, same subgroup.
+  const bool shuffle_partners = ROPE_STYLE == 1 && ROTARY_DIMS == HEAD_DIM && shuffle_reduce;
 
   // This thread's chunk of every query head of the block, in registers.
   vec4 q_lo[KVC_MAX_GROUP_BLOCK];
   vec4 q_hi[KVC_MAX_GROUP_BLOCK];
-  for (uint g = 0; g < GROUP_BLOCK; ++g) {
+  [[unroll]] for (uint g = 0; g < GROUP_BLOCK; ++g) {
     const uint head = q_head0 + g, d = lane * VEC;
-    const bool real = g < heads_here && has_lane;
-    for (uint e = 0; e < 4; ++e) {
-      q_lo[g][e] = real ? query_element(head, d + e) : 0.0;
-      q_hi[g][e] = real && KV_F16 ? query_element(head, d + 4 + e) : 0.0;
+    [[unroll]] for (uint e = 0; e < 4; ++e) {
+      q_lo[g][e] = has_lane ? query_element(head, d + e) : 0.0;
+      q_hi[g][e] = has_lane && KV_F16 ? query_element(head, d + 4 + e) : 0.0;
     }
   }
 
@@ -146,7 +155,7 @@ void main() {
   float l[KVC_MAX_GROUP_BLOCK];
   vec4 acc_lo[KVC_MAX_GROUP_BLOCK];
   vec4 acc_hi[KVC_MAX_GROUP_BLOCK];
-  for (uint g = 0; g < GROUP_BLOCK; ++g) {
+  [[unroll]] for (uint g = 0; g < GROUP_BLOCK; ++g) {
     m[g] = KVC_NEG_INF;
     l[g] = 0.0;
     acc_lo[g] = vec4(0);
@@ -155,79 +164,84 @@ void main() {
 
   for (uint tile = split * TILE; tile < push.num_slots; tile += push.num_splits * TILE) {
     const uint tile_keys = min(TILE, push.num_slots - tile);
-    // Every load of the tile is issued before any is used: PASSES 16-byte loads in flight per
-    // thread hide DRAM latency (one at a time made the kernel latency-bound).
     uvec4 key_chunks[PASSES];
-    for (uint pass = 0; pass < PASSES; ++pass) {
-      const uint j = pass * KEYS_PER_PASS + key_in_pass;
-      key_chunks[pass] = has_lane && j < tile_keys ? k_vec[((slot_base + tile + j) * HEAD_DIM) / VEC + lane] : uvec4(0);
+    uvec4 value_chunks[PASSES];
+    [[unroll]] for (uint pass = 0; pass < PASSES; ++pass) {
+      const uint j = pass * KEY_LANES + key_lane;
+      const uint chunk = ((slot_base + tile + j) * HEAD_DIM) / VEC + lane;
+      key_chunks[pass] = has_lane && j < tile_keys ? k_vec[chunk] : uvec4(0);
+      value_chunks[pass] = has_lane && j < tile_keys ? v_vec[chunk] : uvec4(0);
     }
-    for (uint pass = 0; pass < PASSES; ++pass) {
-      const uint j = pass * KEYS_PER_PASS + key_in_pass;  // key within the tile
-      float dots[KVC_MAX_GROUP_BLOCK];
-      for (uint g = 0; g < GROUP_BLOCK; ++g) dots[g] = 0.0;
-      if (has_lane && j < tile_keys) {
-        const uint slot = slot_base + tile + j;
-        vec4 lo, hi;
-        unpack_chunk(key_chunks[pass], lo, hi);
-        if (ROPE_STYLE != 0) rotate_key_chunk(slot * HEAD_DIM, lane * VEC, uint(positions[slot]), lo, hi);
-        for (uint g = 0; g < GROUP_BLOCK; ++g) dots[g] = dot(lo, q_lo[g]) + dot(hi, q_hi[g]);
+
+    float scores[PASSES * KVC_MAX_GROUP_BLOCK];  // [pass][head of the block]
+    [[unroll]] for (uint pass = 0; pass < PASSES; ++pass) {
+      const uint j = pass * KEY_LANES + key_lane;
+      const bool valid = has_lane && j < tile_keys;
+      const uint slot = slot_base + tile + j;
+      vec4 lo, hi;
+      unpack_chunk(key_chunks[pass], lo, hi);
+      if (ROPE_STYLE != 0) {
+        vec4 partner_lo = vec4(0), partner_hi = vec4(0);
+        if (shuffle_partners) {
+          partner_lo = subgroupShuffleXor(lo, LANES / 2);
+          partner_hi = subgroupShuffleXor(hi, LANES / 2);
+        }
+        if (valid)
+          rotate_key_chunk(slot * HEAD_DIM, lane * VEC, uint(positions[slot]), shuffle_partners, partner_lo, partner_hi, lo, hi);
       }
+      float dots[KVC_MAX_GROUP_BLOCK];
+      [[unroll]] for (uint g = 0; g < GROUP_BLOCK; ++g) dots[g] = dot(lo, q_lo[g]) + dot(hi, q_hi[g]);
       if (shuffle_reduce) {
-        for (uint g = 0; g < GROUP_BLOCK; ++g)
-          for (uint mask = LANES / 2; mask > 0; mask /= 2) dots[g] += subgroupShuffleXor(dots[g], mask);
-        if (has_lane && lane == 0)
-          for (uint g = 0; g < GROUP_BLOCK; ++g) score_s[g * TILE + j] = dots[g];
+        [[unroll]] for (uint g = 0; g < GROUP_BLOCK; ++g)
+          [[unroll]] for (uint mask = LANES / 2; mask > 0; mask /= 2) dots[g] += subgroupShuffleXor(dots[g], mask);
       } else {
-        for (uint g = 0; g < GROUP_BLOCK; ++g) partial_s[g * WG + t] = dots[g];
+        // One thread per (head, key) sums the lanes; a key's lanes then read the score.
+        [[unroll]] for (uint g = 0; g < GROUP_BLOCK; ++g) partial_s[g * WG + t] = dots[g];
         barrier();
-        if (t < KEYS_PER_PASS * GROUP_BLOCK) {
-          const uint g = t / KEYS_PER_PASS, key = t % KEYS_PER_PASS;
+        if (t < GROUP_BLOCK * KEY_LANES) {
+          const uint g = t / KEY_LANES, key = t % KEY_LANES;
           float total = 0.0;
           for (uint i = 0; i < LANES; ++i) total += partial_s[g * WG + key * LANES + i];
-          score_s[g * TILE + pass * KEYS_PER_PASS + key] = total;
+          score_s[t] = total;
         }
         barrier();
+        [[unroll]] for (uint g = 0; g < GROUP_BLOCK; ++g) dots[g] = has_lane ? score_s[g * KEY_LANES + key_lane] : 0.0;
+      }
+      [[unroll]] for (uint g = 0; g < GROUP_BLOCK; ++g) scores[pass * KVC_MAX_GROUP_BLOCK + g] = valid ? dots[g] : KVC_NEG_INF;
+    }
+
+    // One rescale per head and tile, against the larger of the running and the tile maximum.
+    [[unroll]] for (uint g = 0; g < GROUP_BLOCK; ++g) {
+      float tile_max = KVC_NEG_INF;
+      [[unroll]] for (uint pass = 0; pass < PASSES; ++pass) tile_max = max(tile_max, scores[pass * KVC_MAX_GROUP_BLOCK + g]);
+      const float m_new = max(m[g], tile_max);
+      const float correction = exp(m[g] - m_new);
+      m[g] = m_new;
+      l[g] *= correction;
+      acc_lo[g] *= correction;
+      acc_hi[g] *= correction;
+    }
+    [[unroll]] for (uint pass = 0; pass < PASSES; ++pass) {
+      const bool valid = has_lane && pass * KEY_LANES + key_lane < tile_keys;
+      vec4 v_lo, v_hi;
+      unpack_chunk(value_chunks[pass], v_lo, v_hi);
+      [[unroll]] for (uint g = 0; g < GROUP_BLOCK; ++g) {
+        const float p = valid ? exp(scores[pass * KVC_MAX_GROUP_BLOCK + g] - m[g]) : 0.0;
+        l[g] += p;
+        acc_lo[g] += p * v_lo;
+        acc_hi[g] += p * v_hi;
       }
     }
-    uvec4 value_chunks[PASSES];
-    for (uint pass = 0; pass < PASSES; ++pass) {
-      const uint j = pass * KEY_LANES + key_in_pass;
-      value_chunks[pass] = has_lane && j < tile_keys ? v_vec[((slot_base + tile + j) * HEAD_DIM) / VEC + lane] : uvec4(0);
-    }
-    barrier();
-    if (has_lane) {
-      for (uint pass = 0; pass < PASSES; ++pass) {
-        const uint j = pass * KEY_LANES + key_in_pass;
-        if (j >= tile_keys) break;
-        vec4 v_lo, v_hi;
-        unpack_chunk(value_chunks[pass], v_lo, v_hi);
-        for (uint g = 0; g < GROUP_BLOCK; ++g) {
-          const float s = score_s[g * TILE + j];
-          if (s > m[g]) {
-            const float correction = exp(m[g] - s);
-            l[g] *= correction;
-            acc_lo[g] *= correction;
-            acc_hi[g] *= correction;
-            m[g] = s;
-          }
-          const float p = exp(s - m[g]);
-          l[g] += p;
-          acc_lo[g] += p * v_lo;
-          acc_hi[g] += p * v_hi;
-        }
-      }
-    }
-    barrier();
   }
 
-  for (uint g = 0; g < heads_here; ++g) {
+  // The key lanes of each head are combined (max, rescaled sums) and written as the split's partial.
+  [[unroll]] for (uint g = 0; g < GROUP_BLOCK; ++g) {
     red_m[t] = m[g];
     red_l[t] = l[g];
     red_acc[2 * t] = acc_lo[g];
     red_acc[2 * t + 1] = acc_hi[g];
     barrier();
-    if (key_in_pass == 0) {
+    if (key_lane == 0) {
       float m_all = KVC_NEG_INF;
       for (uint k = 0; k < KEY_LANES; ++k) m_all = max(m_all, red_m[k * LANES + lane]);
       float l_all = 0.0;
@@ -244,7 +258,7 @@ void main() {
         partials[base] = m_all;
         partials[base + 1] = l_all;
       }
-      for (uint e = 0; e < VEC; ++e) partials[base + 2 + lane * VEC + e] = e < 4 ? lo_all[e] : hi_all[e - 4];
+      [[unroll]] for (uint e = 0; e < VEC; ++e) partials[base + 2 + lane * VEC + e] = chunk_element(lo_all, hi_all, e);
     }
     barrier();
   }

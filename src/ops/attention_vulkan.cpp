@@ -51,8 +51,11 @@ void attention_vulkan(Backend& backend, const AttentionShape& shape, const Atten
                    first_chunk_slot, args.turn_table, q_rot);
 
   if (shape.num_queries == 1) {
-    const uint32_t group_block = std::min(group, kDecodeGroupBlock);
-    const uint32_t head_blocks = (group + group_block - 1) / group_block;
+    // The largest divisor of the group up to kDecodeGroupBlock: every head of a block is real,
+    // so the shader's register arrays are only ever indexed by constants.
+    uint32_t group_block = std::min(group, kDecodeGroupBlock);
+    while (group % group_block != 0) --group_block;
+    const uint32_t head_blocks = group / group_block;
     // As the shader's TILE: a key is read by head_dim / (elements per 16 bytes) threads at
     // once, and a tile is kDecodePasses such passes. Split s takes tiles s, s + num_splits, ...
     const uint32_t tile = kDecodePasses * (kDecodeWorkgroup / (dim / (f16 ? 8 : 4)));
