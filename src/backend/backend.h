@@ -27,7 +27,16 @@ class Tensor;
 enum class BackendKind { Cpu, Vulkan };
 
 // Scratch memory an op needs during a submission, by purpose.
-enum class ScratchId : uint32_t { AttentionQuery, AttentionPartials, AttentionLse, WindowQuery, Count };
+enum class ScratchId : uint32_t {
+  AttentionQuery,
+  AttentionPartials,
+  AttentionLse,
+  WindowQuery,
+  WindowLogits,
+  WindowPartials,
+  WindowRowStats,
+  Count
+};
 
 class Backend {
  public:

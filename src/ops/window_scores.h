@@ -2,9 +2,11 @@
 // Sec. 4.2; HitKV, Sec. "Hit Rate"): the last `window` cached slots are the window; each of
 // their queries, per query head, takes a softmax over every slot it sees (the prefix and the
 // window up to itself, causal), with RoPE and the 1/sqrt(head_dim) scale as attention
-// applies them. Returns the probabilities over the prefix per (query head, window query),
-// HitKV's per-query rankings, and their sum per kv head over the group's heads and the
-// window's queries, SnapKV's score and HitKV's "recent-cumulative attention".
+// applies them. Returns the probabilities' sum per kv head over the group's heads and the
+// window's queries (SnapKV's score, HitKV's "recent-cumulative attention") and, when asked,
+// the probabilities over the prefix per (query head, window query), HitKV's per-query
+// rankings. SnapKV asks for the sums only: the probabilities are 128 MiB a layer at a 32K
+// prefix (32 query heads, window 32), a write and a read the sums do not need.
 #pragma once
 
 #include <cstdint>
@@ -33,7 +35,7 @@ struct WindowScoresArgs {
   View k;           // [num_kv_heads][slot_stride][head_dim], before RoPE
   View positions;   // int32 [num_kv_heads][slot_stride]; queries take kv head 0's
   View turn_table;  // rope_turn_table(rope); Vulkan with RoPE only
-  View probs;       // f32 [num_q_heads][window][num_prefix]
+  View probs;       // optional f32 [num_q_heads][window][num_prefix]
   View cumulative;  // f32 [num_kv_heads][num_prefix]
 };
 

@@ -16,7 +16,7 @@ void window_scores_cpu(const WindowScoresShape& shape, const WindowScoresArgs& a
   const double scale = 1.0 / std::sqrt(static_cast<double>(dim));
   const std::vector<double> inv_freq = shape.rope.enabled() ? rope_inverse_frequencies(shape.rope) : std::vector<double>();
   const int32_t* positions = shape.rope.enabled() ? args.positions.host<int32_t>() : nullptr;
-  float* probs = args.probs.host<float>();
+  float* probs = args.probs ? args.probs.host<float>() : nullptr;
   float* cumulative = args.cumulative.host<float>();
 
   std::vector<float> keys(size_t(shape.num_slots) * dim), query(dim);
@@ -36,11 +36,10 @@ void window_scores_cpu(const WindowScoresShape& shape, const WindowScoresArgs& a
         for (uint32_t d = 0; d < dim; ++d) query[d] = load_element(args.q.host<void>(), shape.dtype, q_base + d);
         if (positions) rope_rotate_row(shape.rope, inv_freq, query.data(), positions[prefix + j]);
         softmax_over_keys(query.data(), keys.data(), prefix + j + 1, dim, scale, row_probs);
-        float* row = probs + (size_t(head) * shape.window + j) * prefix;
-        for (uint32_t slot = 0; slot < prefix; ++slot) {
-          row[slot] = static_cast<float>(row_probs[slot]);
-          sums[slot] += row_probs[slot];
-        }
+        for (uint32_t slot = 0; slot < prefix; ++slot) sums[slot] += row_probs[slot];
+        if (probs)
+          for (uint32_t slot = 0; slot < prefix; ++slot)
+            probs[(size_t(head) * shape.window + j) * prefix + slot] = static_cast<float>(row_probs[slot]);
       }
     }
     for (uint32_t slot = 0; slot < prefix; ++slot) cumulative[size_t(kv_head) * prefix + slot] = static_cast<float>(sums[slot]);

@@ -25,8 +25,10 @@ struct WorkspaceBytes {
 WorkspaceBytes workspace_bytes(const SelectionShape& shape) {
   const ops::WindowScoresShape& scores = shape.scores;
   const size_t rows = size_t(scores.num_q_heads) * scores.window;  // one per (query head, window query)
+  // Only HitKV ranks the probabilities of each row; pooled attention needs their sums alone.
   // One kept index more than needed, so the tensor exists when no prefix slot is kept.
-  return {rows * scores.num_prefix() * 4, size_t(scores.num_kv_heads) * scores.num_prefix() * 4, rows * shape.hit_k * 4 + 4,
+  const bool hits = shape.indicator == WindowIndicator::HitRate;
+  return {hits ? rows * scores.num_prefix() * 4 : 0, size_t(scores.num_kv_heads) * scores.num_prefix() * 4, rows * shape.hit_k * 4 + 4,
           (size_t(scores.num_kv_heads) * shape.kept_prefix + 1) * 4};
 }
 
@@ -43,7 +45,7 @@ Tensor& SelectionWorkspace::reserved(const std::unique_ptr<Tensor>& tensor, size
 
 void SelectionWorkspace::reserve(Backend& backend, const SelectionShape& shape) {
   const WorkspaceBytes bytes = workspace_bytes(shape);
-  grow(probs_, backend, bytes.probs);
+  if (bytes.probs) grow(probs_, backend, bytes.probs);
   grow(cumulative_, backend, bytes.per_kv_slot);
   grow(pooled_, backend, bytes.per_kv_slot);
   grow(hits_, backend, bytes.per_kv_slot);
@@ -56,17 +58,17 @@ void SelectionWorkspace::record(Backend& backend, const SelectionShape& shape, V
   const ops::WindowScoresShape& scores = shape.scores;
   const uint32_t prefix = scores.num_prefix();
   const WorkspaceBytes bytes = workspace_bytes(shape);
-  Tensor& probs = reserved(probs_, bytes.probs);
   Tensor& cumulative = reserved(cumulative_, bytes.per_kv_slot);
   Tensor& kept = reserved(kept_, bytes.kept);
-  ops::window_scores(backend, scores, {q, from.k, from.positions, turn_table, view(probs), view(cumulative)});
-
   if (shape.indicator == WindowIndicator::PooledAttention) {
+    ops::window_scores(backend, scores, {q, from.k, from.positions, turn_table, View{}, view(cumulative)});
     Tensor& pooled = reserved(pooled_, bytes.per_kv_slot);
     ops::max_pool(backend, {scores.num_kv_heads, prefix, shape.pool_kernel}, {view(cumulative), view(pooled)});
     ops::top_k(backend, {scores.num_kv_heads, prefix, prefix, shape.kept_prefix, shape.kept_prefix, 0},
                {view(pooled), View{}, view(kept)});
   } else {
+    Tensor& probs = reserved(probs_, bytes.probs);
+    ops::window_scores(backend, scores, {q, from.k, from.positions, turn_table, view(probs), view(cumulative)});
     record_hit_selection(backend, shape, view(probs), view(cumulative), view(kept));
   }
   const ops::CompactShape move{scores.num_kv_heads, scores.head_dim, scores.slot_stride, shape.kept_prefix, shape.kept_prefix,

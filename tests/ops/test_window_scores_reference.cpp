@@ -45,6 +45,7 @@ TEST_CASE("window_scores_cpu equals the softmax formula per window query and sum
     // probabilities then agree to a few 1e-7 of their scale.
     CHECK(test::relative_max_error(got.probs, expected_probs) < 1e-6);
     CHECK(test::relative_max_error(got.cumulative, expected_sums) < 1e-6);
+    CHECK(problem.run(test::cpu_backend(), false).cumulative == got.cumulative);
   }
 }
 

@@ -11,7 +11,7 @@
 namespace kvc::test {
 
 struct WindowResult {
-  std::vector<float> probs;       // [qh][window][prefix]
+  std::vector<float> probs;       // [qh][window][prefix], empty when not asked for
   std::vector<float> cumulative;  // [kv][prefix]
 };
 
@@ -37,7 +37,8 @@ struct WindowCase {
     return problem;
   }
 
-  WindowResult run(Backend& backend) const {
+  // with_probs false asks for the sums alone (pooled attention's use).
+  WindowResult run(Backend& backend, bool with_probs = true) const {
     std::vector<float> q_values = q, k_values = k;
     auto q_tensor = tensor_of(backend, encode(q_values, shape.dtype));
     auto k_tensor = tensor_of(backend, encode(k_values, shape.dtype));
@@ -48,9 +49,10 @@ struct WindowCase {
     auto probs = make_poisoned(backend, prob_count * 4), cumulative = make_poisoned(backend, sum_count * 4);
     backend.begin();
     ops::window_scores(backend, shape,
-                       {view(*q_tensor), view(*k_tensor), view(*position_tensor), view(*turns), view(*probs), view(*cumulative)});
+                       {view(*q_tensor), view(*k_tensor), view(*position_tensor), view(*turns), with_probs ? view(*probs) : View{},
+                        view(*cumulative)});
     backend.submit();
-    return {read_as<float>(backend, *probs, prob_count), read_as<float>(backend, *cumulative, sum_count)};
+    return {with_probs ? read_as<float>(backend, *probs, prob_count) : std::vector<float>(), read_as<float>(backend, *cumulative, sum_count)};
   }
 };
 
