@@ -35,6 +35,7 @@ enum class ScratchId : uint32_t {
   WindowLogits,
   WindowPartials,
   WindowRowStats,
+  WindowHitBounds,
   Count
 };
 

@@ -1,9 +1,9 @@
 // Vulkan window scores: queries rotated and scaled once (rope op); logits of every
 // (query head, window query, prefix slot) and per-tile softmax partials from one
 // register-blocked pass over the keys (window_logits); the partials and the window's own
-// causal logits merged into each row's max and 1 / sum (window_softmax); then one pass over
-// the logits sums the probabilities per kv head, writing them over the logits only when the
-// caller asks for them (window_sum).
+// causal logits merged into each row's max and 1 / sum (window_softmax); for hits, each row's
+// rank-K boundary (window_hit_threshold); then one pass over the logits sums the
+// probabilities per kv head and counts the hits (window_sum).
 #include <algorithm>
 #include <string>
 
@@ -17,6 +17,7 @@ constexpr uint32_t kLogitsWorkgroup = 256;  // window_logits' 16 x 16 threads: 1
 constexpr uint32_t kLogitsRowTile = 128;
 constexpr uint32_t kLogitsSlotTile = 128;
 constexpr uint32_t kSoftmaxWorkgroup = 64;  // merges num_prefix / 128 tiles: 256 at the 32K prefix
+constexpr uint32_t kThresholdWorkgroup = 256;  // also the radix histogram's bins
 constexpr uint32_t kSumWorkgroup = 256;
 
 struct WindowPush {
@@ -45,9 +46,7 @@ void window_scores_vulkan(Backend& backend, const WindowScoresShape& shape, cons
   rotate_queries(backend, {shape.window, shape.num_q_heads, dim, shape.dtype, shape.rope}, args.q, args.positions, prefix,
                  args.turn_table, q_rot);
 
-  // The logits live where the probabilities are asked for (normalised in place), else in scratch.
-  const bool write_probs = static_cast<bool>(args.probs);
-  const View logits = write_probs ? args.probs : view(backend.scratch(ScratchId::WindowLogits, logit_bytes));
+  const View logits = view(backend.scratch(ScratchId::WindowLogits, logit_bytes));
   const uint32_t num_tiles = group_count(prefix, kLogitsSlotTile);
   Tensor& partials = backend.scratch(ScratchId::WindowPartials, size_t(rows) * num_tiles * 8);
   Tensor& row_stats = backend.scratch(ScratchId::WindowRowStats, size_t(rows) * 8);
@@ -65,9 +64,17 @@ void window_scores_vulkan(Backend& backend, const WindowScoresShape& shape, cons
   recorder.dispatch({"window_softmax", 6, sizeof(WindowPush), constants(kSoftmaxWorkgroup)},
                     {slice(view(q_rot)), slice(args.k), positions, turns, slice(view(partials)), slice(view(row_stats))}, &push,
                     group_count(rows, 1));
-  recorder.dispatch({"window_sum", 3, sizeof(WindowPush), {kSumWorkgroup, write_probs}},
-                    {slice(logits), slice(view(row_stats)), slice(args.cumulative)}, &push, group_count(prefix, kSumWorkgroup),
-                    shape.num_kv_heads);
+  const bool count_hits = shape.hit_k > 0;
+  Tensor& bounds = backend.scratch(ScratchId::WindowHitBounds, count_hits ? size_t(rows) * 8 : 8);
+  if (count_hits) {
+    const uint32_t threshold_push[] = {prefix, shape.hit_k};
+    recorder.dispatch({"window_hit_threshold", 2, sizeof(threshold_push), {kThresholdWorkgroup}},
+                      {slice(logits), slice(view(bounds))}, threshold_push, group_count(rows, 1));
+  }
+  recorder.dispatch({"window_sum", 5, sizeof(WindowPush), {kSumWorkgroup, count_hits}},
+                    {slice(logits), slice(view(row_stats)), slice(args.cumulative), slice(view(bounds)),
+                     slice_or(args.hits, args.cumulative)},
+                    &push, group_count(prefix, kSumWorkgroup), shape.num_kv_heads);
 }
 
 }  // namespace kvc::ops
