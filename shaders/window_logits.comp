@@ -10,7 +10,7 @@
 // window_softmax merges into the row's softmax statistics (as flash-decoding merges splits).
 #extension GL_GOOGLE_include_directive : require
 
-layout(local_size_x_id = 0) in;  // THREAD_COLUMNS x THREAD_ROWS threads
+layout(local_size_x_id = 0) in;  // THREAD_COLUMNS x THREAD_ROWS = 256 threads
 layout(constant_id = 1) const uint HEAD_DIM = 128;
 layout(constant_id = 2) const bool KV_F16 = false;
 layout(constant_id = 3) const uint ROPE_STYLE = 0;
@@ -41,11 +41,14 @@ layout(push_constant) uniform Push {
 // Each thread owns rows {0..3, ROW_TILE/2 + 0..3} + 4 * thread_row and slots {0..3,
 // SLOT_TILE/2 + 0..3} + 4 * thread_column: vec4 reads of shared memory, and a subgroup's
 // 16 columns read 16 consecutive slot quads (no bank conflicts) and store 256 contiguous bytes.
+// Staging: each thread loads one 4-dim chunk of one row (and of one slot) per step, thread t
+// row (slot) t / 2, chunk t % 2 of the step; the next step's chunks are loaded into
+// registers before the current step is multiplied, so the global loads' latency overlaps it.
 const uint THREAD_COLUMNS = 16;
-const uint THREAD_ROWS = gl_WorkGroupSize.x / THREAD_COLUMNS;
-const uint ROW_TILE = 8 * THREAD_ROWS;
-const uint SLOT_TILE = 8 * THREAD_COLUMNS;
-const uint DIM_STEP = 8;  // head_dim is a multiple of 8
+const uint THREAD_ROWS = 16;
+const uint ROW_TILE = 8 * THREAD_ROWS;     // = workgroup / 2: one row per thread pair
+const uint SLOT_TILE = 8 * THREAD_COLUMNS;  // = workgroup / 2: one slot per thread pair
+const uint DIM_STEP = 8;                    // head_dim is a multiple of 8
 
 shared vec4 q_tile[DIM_STEP][ROW_TILE / 4];   // [dim][row quad]
 shared vec4 k_tile[DIM_STEP][SLOT_TILE / 4];  // [dim][slot quad]
@@ -64,28 +67,27 @@ void main() {
   const uint first_slot = tile * SLOT_TILE;
   const uint slot_base = kv_head * push.slot_stride;
 
-  // Staging: thread t loads dims 4 * (t % 2).. of this step for rows and slots t / 2 + ...
+  const uint half_step = thread % 2u;
+  const uint staged_row = first_row + thread / 2u, staged_slot = first_slot + thread / 2u;
+  const bool staged_row_valid = staged_row < rows_per_kv_head, staged_slot_valid = staged_slot < push.num_prefix;
+  const uint staged_head = kv_head * push.group_size + staged_row / push.window, staged_query = staged_row % push.window;
+  const uint staged_position = ROPE_STYLE != 0 && staged_slot_valid ? uint(positions[slot_base + staged_slot]) : 0u;
+  vec4 q_next = staged_row_valid ? query_chunk(staged_query, staged_head, half_step) : vec4(0.0);
+  vec4 k_next = staged_slot_valid ? key_chunk((slot_base + staged_slot) * HEAD_DIM, 4u * half_step, staged_position) : vec4(0.0);
+
   vec4 acc[8][2];
   for (uint r = 0; r < 8; ++r) acc[r][0] = acc[r][1] = vec4(0.0);
   for (uint step = 0; step < HEAD_DIM / DIM_STEP; ++step) {
-    const uint half_step = thread % 2u;
-    const uint chunk = step * (DIM_STEP / 4u) + half_step;
-    for (uint m = thread / 2u; m < ROW_TILE; m += gl_WorkGroupSize.x / 2u) {
-      const uint row = first_row + m;
-      vec4 x = vec4(0.0);
-      if (row < rows_per_kv_head) x = query_chunk(row % push.window, kv_head * push.group_size + row / push.window, chunk);
-      for (uint e = 0; e < 4; ++e) q_tile[4 * half_step + e][m / 4][m % 4] = x[e];
-    }
-    for (uint n = thread / 2u; n < SLOT_TILE; n += gl_WorkGroupSize.x / 2u) {
-      const uint slot = first_slot + n;
-      vec4 x = vec4(0.0);
-      if (slot < push.num_prefix) {
-        const uint position = ROPE_STYLE != 0 ? uint(positions[slot_base + slot]) : 0u;
-        x = key_chunk((slot_base + slot) * HEAD_DIM, 4 * chunk, position);
-      }
-      for (uint e = 0; e < 4; ++e) k_tile[4 * half_step + e][n / 4][n % 4] = x[e];
+    for (uint e = 0; e < 4; ++e) {
+      q_tile[4 * half_step + e][thread / 8u][(thread / 2u) % 4u] = q_next[e];
+      k_tile[4 * half_step + e][thread / 8u][(thread / 2u) % 4u] = k_next[e];
     }
     barrier();
+    if (step + 1 < HEAD_DIM / DIM_STEP) {
+      const uint chunk = (step + 1) * (DIM_STEP / 4u) + half_step;
+      if (staged_row_valid) q_next = query_chunk(staged_query, staged_head, chunk);
+      if (staged_slot_valid) k_next = key_chunk((slot_base + staged_slot) * HEAD_DIM, 4u * chunk, staged_position);
+    }
     for (uint d = 0; d < DIM_STEP; ++d) {
       const vec4 rows_low = q_tile[d][thread_row], rows_high = q_tile[d][THREAD_ROWS + thread_row];
       const vec4 slots_low = k_tile[d][thread_column], slots_high = k_tile[d][THREAD_COLUMNS + thread_column];
