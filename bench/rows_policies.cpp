@@ -85,7 +85,7 @@ void add_window_selection_rows(Backend& backend, const Timing& timing, const Row
       shape.scores = {kQHeads, kKvHeads, kHeadDim, window, slots, slots, dtype, {}};
       shape.kept_prefix = budgets[layer] - window;
       shape.indicator = variant.indicator;
-      shape.hit_k = std::min(budgets[layer], prefix);
+      if (variant.indicator == WindowIndicator::HitRate) shape.scores.hit_k = std::min(budgets[layer], prefix);
       shape.hit_min_count = hits_needed(0.5f, (kQHeads / kKvHeads) * window);
       workspace.reserve(backend, shape);
     }

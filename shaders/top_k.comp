@@ -1,10 +1,10 @@
 #version 450
+#extension GL_GOOGLE_include_directive : require
 // Per-row top-k, one workgroup per row. Key of a position: (priority flag << 31) | the
 // score's bits (scores are >= 0, so their bits order as integers). Order: higher key first,
 // then the earlier position.
-// 1. Radix select: four passes build a 256-bin histogram of the next 8 bits among the keys
-//    that match the prefix found so far, and descend into the bin holding the k-th key.
-//    The result is the k-th key T and `needed_equal`, how many keys equal to T are taken.
+// 1. Radix select (radix_select.glsl): the k-th key T and `needed_equal`, how many keys
+//    equal to T are taken.
 // 2. Ordered write: tiles of WORKGROUP * RUN_LENGTH positions; each thread counts its run's
 //    keys > T and == T, one prefix scan (both counts packed in one word) gives each thread
 //    where its selected positions go, so the output is ascending.
@@ -24,44 +24,24 @@ layout(push_constant) uniform Push {
   uint priority_min;
 } push;
 
-shared uint histogram[256];
 const uint WORKGROUP = gl_WorkGroupSize.x;
 shared uint scan[gl_WorkGroupSize.x];
-shared uint found_prefix;
-shared uint found_remaining;
+uint base;  // the row's first element
 
-uint key_at(uint base, uint i) {
+uint select_key(uint i) {
   const uint flag = HAS_PRIORITY && priority[base + i] >= push.priority_min ? 0x80000000u : 0u;
   return flag | (score_bits[base + i] & 0x7fffffffu);
 }
 
+#include "radix_select.glsl"
+
 void main() {
   const uint thread = gl_LocalInvocationID.x;
-  const uint base = gl_WorkGroupID.x * push.row_stride;
+  base = gl_WorkGroupID.x * push.row_stride;
 
-  uint prefix = 0u, mask = 0u, remaining = push.k;
-  for (int shift = 24; shift >= 0; shift -= 8) {
-    for (uint b = thread; b < 256u; b += WORKGROUP) histogram[b] = 0u;
-    barrier();
-    for (uint i = thread; i < push.row_length; i += WORKGROUP) {
-      const uint key = key_at(base, i);
-      if ((key & mask) == prefix) atomicAdd(histogram[(key >> uint(shift)) & 255u], 1u);
-    }
-    barrier();
-    if (thread == 0u) {
-      uint above = 0u, bin = 255u;
-      while (above + histogram[bin] < remaining) above += histogram[bin--];
-      found_prefix = prefix | (bin << uint(shift));
-      found_remaining = remaining - above;
-    }
-    barrier();
-    prefix = found_prefix;
-    remaining = found_remaining;
-    mask |= 255u << uint(shift);
-    barrier();  // found_* are rewritten by the next pass
-  }
-  const uint threshold = prefix;
-  const uint needed_equal = remaining;
+  const RadixSelection selection = radix_select(push.row_length, push.k);
+  const uint threshold = selection.threshold;
+  const uint needed_equal = selection.needed_equal;
 
   uint written = 0u, taken_equal = 0u;
   for (uint tile = 0u; tile < push.row_length; tile += WORKGROUP * RUN_LENGTH) {
@@ -69,7 +49,7 @@ void main() {
     const uint last = min(first + RUN_LENGTH, push.row_length);
     uint above = 0u, equal = 0u;
     for (uint i = first; i < last; ++i) {
-      const uint key = key_at(base, i);
+      const uint key = select_key(i);
       above += key > threshold ? 1u : 0u;
       equal += key == threshold ? 1u : 0u;
     }
@@ -88,7 +68,7 @@ void main() {
     uint equal_rank = taken_equal + (before & 0xffffu);
     uint destination = written + (before >> 16) + min(before & 0xffffu, needed_equal - taken_equal);
     for (uint i = first; i < last; ++i) {
-      const uint key = key_at(base, i);
+      const uint key = select_key(i);
       bool take = key > threshold;
       if (key == threshold) take = equal_rank++ < needed_equal;
       if (take) indices[gl_WorkGroupID.x * push.index_stride + destination++] = i;

@@ -1,7 +1,7 @@
 #version 450
-// Window scores, step 2: one workgroup per (query head, window query j) row. The row's
-// prefix logits come from window_logits; the window's own keys 0..j (causal) are scored
-// here. The softmax over both is written back over the prefix logits as probabilities.
+// Window scores, step 2: one workgroup per (query head, window query j) row merges the row's
+// per-tile (max, sum of exp) from window_logits with the window's own keys 0..j (causal,
+// scored here) into the row's softmax statistics: its max logit and 1 / sum of exp.
 #extension GL_GOOGLE_include_directive : require
 
 layout(local_size_x_id = 0) in;
@@ -17,7 +17,8 @@ layout(binding = 0) readonly buffer Query { float q_rot[]; };
 layout(binding = 1) readonly buffer Keys { uint k_words[]; };
 layout(binding = 2) readonly buffer Positions { int positions[]; };
 layout(binding = 3) readonly buffer Turns { uvec2 turns[]; };
-layout(binding = 4) buffer Probs { float probs[]; };  // logits in, probabilities out
+layout(binding = 4) readonly buffer Partials { vec2 partials[]; };  // [rows][num_tiles] (max, sum)
+layout(binding = 5) writeonly buffer RowStats { vec2 row_stats[]; };  // [rows] (max, 1 / sum)
 
 layout(push_constant) uniform Push {
   uint num_prefix;
@@ -25,6 +26,7 @@ layout(push_constant) uniform Push {
   uint window;
   uint group_size;
   uint num_q_heads;
+  uint num_tiles;
 } push;
 
 #include "key_chunk.glsl"
@@ -38,23 +40,23 @@ void main() {
   const uint row = gl_WorkGroupID.x;  // head * window + j
   const uint head = row / push.window;
   const uint j = row % push.window;
-  const uint kv_head = head / push.group_size;
-  const uint slot_base = kv_head * push.slot_stride;
-  const uint row_base = row * push.num_prefix;
+  const uint slot_base = (head / push.group_size) * push.slot_stride;
 
-  // Online softmax per thread over its share of the prefix and of the window's keys 0..j.
+  // Online merge per thread over its share of the tiles and of the window's keys 0..j.
   float running_max = KVC_NEG_INF, running_sum = 0.0;
-  for (uint slot = thread; slot < push.num_prefix + j + 1u; slot += gl_WorkGroupSize.x) {
-    float s;
-    if (slot < push.num_prefix) {
-      s = probs[row_base + slot];
+  for (uint i = thread; i < push.num_tiles + j + 1u; i += gl_WorkGroupSize.x) {
+    vec2 part;
+    if (i < push.num_tiles) {
+      part = partials[row * push.num_tiles + i];
     } else {
+      const uint slot = push.num_prefix + i - push.num_tiles;
       const uint position = ROPE_STYLE != 0 ? uint(positions[slot_base + slot]) : 0u;
-      s = 0.0;
+      float s = 0.0;
       for (uint c = 0; c < CHUNKS; ++c) s += dot(key_chunk((slot_base + slot) * HEAD_DIM, 4 * c, position), query_chunk(j, head, c));
+      part = vec2(s, 1.0);
     }
-    const float new_max = max(running_max, s);
-    running_sum = running_sum * exp(running_max - new_max) + exp(s - new_max);
+    const float new_max = max(running_max, part.x);
+    running_sum = running_sum * exp(running_max - new_max) + part.y * exp(part.x - new_max);
     running_max = new_max;
   }
   reduce_max[thread] = running_max;
@@ -69,8 +71,5 @@ void main() {
     }
     barrier();
   }
-  const float row_max = reduce_max[0];
-  const float inverse_sum = 1.0 / reduce_sum[0];
-  for (uint slot = thread; slot < push.num_prefix; slot += gl_WorkGroupSize.x)
-    probs[row_base + slot] = exp(probs[row_base + slot] - row_max) * inverse_sum;
+  if (thread == 0u) row_stats[row] = vec2(reduce_max[0], 1.0 / reduce_sum[0]);
 }

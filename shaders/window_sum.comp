@@ -1,10 +1,20 @@
 #version 450
-// Window scores, step 3: per kv head and prefix slot, the probabilities summed over the
-// group's query heads and the window's queries (SnapKV's vote; HitKV's cumulative attention).
-layout(local_size_x_id = 0) in;
+// Window scores, last step: per kv head and prefix slot, the probabilities exp(logit - max) /
+// sum of the group's query heads and the window's queries, summed (SnapKV's vote; HitKV's
+// cumulative attention) in one read of the logits. With COUNT_HITS it also counts the rows
+// that rank the slot in their top K (HitKV's hits, against window_hit_threshold's bounds).
+#extension GL_GOOGLE_include_directive : require
 
-layout(binding = 0) readonly buffer Probs { float probs[]; };  // [num_q_heads][window][num_prefix]
-layout(binding = 1) writeonly buffer Sums { float sums[]; };   // [num_kv_heads][num_prefix]
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const bool COUNT_HITS = false;
+
+#include "elements.glsl"
+
+layout(binding = 0) readonly buffer Logits { float logits[]; };      // [num_q_heads][window][num_prefix]
+layout(binding = 1) readonly buffer RowStats { vec2 row_stats[]; };  // [rows] (max, 1 / sum)
+layout(binding = 2) writeonly buffer Sums { float sums[]; };         // [num_kv_heads][num_prefix]
+layout(binding = 3) readonly buffer Bounds { uvec2 bounds[]; };      // [rows] (T's key, last tied position taken)
+layout(binding = 4) writeonly buffer Hits { uint hits[]; };          // [num_kv_heads][num_prefix]
 
 layout(push_constant) uniform Push {
   uint num_prefix;
@@ -12,6 +22,7 @@ layout(push_constant) uniform Push {
   uint window;
   uint group_size;
   uint num_q_heads;
+  uint num_tiles;
 } push;
 
 void main() {
@@ -20,6 +31,17 @@ void main() {
   if (slot >= push.num_prefix) return;
   const uint first_row = kv_head * push.group_size * push.window;
   float total = 0.0;
-  for (uint row = first_row; row < first_row + push.group_size * push.window; ++row) total += probs[row * push.num_prefix + slot];
+  uint count = 0u;
+  for (uint row = first_row; row < first_row + push.group_size * push.window; ++row) {
+    const float logit = logits[row * push.num_prefix + slot];
+    const vec2 stats = row_stats[row];
+    total += exp(logit - stats.x) * stats.y;
+    if (COUNT_HITS) {
+      const uvec2 bound = bounds[row];
+      const uint key = kvc_ordered_key(floatBitsToUint(logit));
+      count += key > bound.x || (key == bound.x && slot <= bound.y) ? 1u : 0u;
+    }
+  }
   sums[kv_head * push.num_prefix + slot] = total;
+  if (COUNT_HITS) hits[kv_head * push.num_prefix + slot] = count;
 }

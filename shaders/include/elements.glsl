@@ -18,3 +18,11 @@ const float KVC_NEG_INF = -3.402823466e+38;
 // specialised bounds, so the unused tail is dead code.
 const uint KVC_MAX_GROUP_BLOCK = 8;  // query heads per decode workgroup
 const uint KVC_MAX_CHUNKS = 64;      // 4-element chunks of a row: head_dim <= 256
+
+// An f32's bits mapped to a uint that orders as the float does (negative values flipped
+// whole, positive ones above them); -0 maps as +0, so that the CPU's comparisons of values
+// (where -0 == +0) and the GPU's of keys see the same ties.
+uint kvc_ordered_key(uint bits) {
+  if (bits == 0x80000000u) bits = 0u;
+  return (bits & 0x80000000u) != 0u ? ~bits : bits | 0x80000000u;
+}

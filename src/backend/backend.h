@@ -27,7 +27,17 @@ class Tensor;
 enum class BackendKind { Cpu, Vulkan };
 
 // Scratch memory an op needs during a submission, by purpose.
-enum class ScratchId : uint32_t { AttentionQuery, AttentionPartials, AttentionLse, WindowQuery, Count };
+enum class ScratchId : uint32_t {
+  AttentionQuery,
+  AttentionPartials,
+  AttentionLse,
+  WindowQuery,
+  WindowLogits,
+  WindowPartials,
+  WindowRowStats,
+  WindowHitBounds,
+  Count
+};
 
 class Backend {
  public:

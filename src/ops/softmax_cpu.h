@@ -10,9 +10,10 @@
 
 namespace kvc::ops {
 
-// probs[slot] for slot < visible: softmax over keys[slot * dim .. + dim) of query . key * scale.
+// probs[slot] for slot < visible: softmax over keys[slot * dim .. + dim) of query . key * scale;
+// the logits too when asked (rankings by them see no ties where probabilities underflow).
 inline void softmax_over_keys(const float* query, const float* keys, uint32_t visible, uint32_t dim, double scale,
-                              std::vector<double>& probs) {
+                              std::vector<double>& probs, std::vector<double>* logits = nullptr) {
   double max_logit = -HUGE_VAL;
   for (uint32_t slot = 0; slot < visible; ++slot) {
     double dot = 0.0;
@@ -20,6 +21,7 @@ inline void softmax_over_keys(const float* query, const float* keys, uint32_t vi
     probs[slot] = dot * scale;
     max_logit = std::max(max_logit, probs[slot]);
   }
+  if (logits) std::copy(probs.begin(), probs.begin() + visible, logits->begin());
   double sum = 0.0;
   for (uint32_t slot = 0; slot < visible; ++slot) sum += (probs[slot] = std::exp(probs[slot] - max_logit));
   for (uint32_t slot = 0; slot < visible; ++slot) probs[slot] /= sum;

@@ -2,9 +2,13 @@
 // Sec. 4.2; HitKV, Sec. "Hit Rate"): the last `window` cached slots are the window; each of
 // their queries, per query head, takes a softmax over every slot it sees (the prefix and the
 // window up to itself, causal), with RoPE and the 1/sqrt(head_dim) scale as attention
-// applies them. Returns the probabilities over the prefix per (query head, window query),
-// HitKV's per-query rankings, and their sum per kv head over the group's heads and the
-// window's queries, SnapKV's score and HitKV's "recent-cumulative attention".
+// applies them. Returns the probabilities' sum per kv head over the group's heads and the
+// window's queries (SnapKV's score, HitKV's "recent-cumulative attention") and, with hit_k,
+// HitKV's hits (Definition 1): per kv head and prefix slot, how many of the group's
+// (query head, window query) rows rank it in their top hit_k prefix slots by probability
+// (a higher logit first, then the earlier position). The probabilities themselves are not
+// returned: 128 MiB a layer at a 32K prefix (32 query heads, window 32), a write and a read
+// neither indicator needs.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +28,7 @@ struct WindowScoresShape {
   uint32_t slot_stride = 0;   // slots allocated per kv head
   Dtype dtype = Dtype::F32;   // of q and k
   RopeParams rope;
+  uint32_t hit_k = 0;         // K of HitKV's hits, <= num_prefix; 0: no hits
 
   uint32_t num_prefix() const { return num_slots - window; }
 };
@@ -33,8 +38,8 @@ struct WindowScoresArgs {
   View k;           // [num_kv_heads][slot_stride][head_dim], before RoPE
   View positions;   // int32 [num_kv_heads][slot_stride]; queries take kv head 0's
   View turn_table;  // rope_turn_table(rope); Vulkan with RoPE only
-  View probs;       // f32 [num_q_heads][window][num_prefix]
   View cumulative;  // f32 [num_kv_heads][num_prefix]
+  View hits;        // uint32 [num_kv_heads][num_prefix], with hit_k only
 };
 
 void window_scores(Backend& backend, const WindowScoresShape& shape, const WindowScoresArgs& args);

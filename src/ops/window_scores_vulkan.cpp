@@ -1,7 +1,9 @@
 // Vulkan window scores: queries rotated and scaled once (rope op); logits of every
-// (query head, window query, prefix slot) written into `probs`; one workgroup per
-// (query head, window query) row adds the window's own causal logits and normalises the row
-// in place; the sums per kv head read the normalised rows.
+// (query head, window query, prefix slot) and per-tile softmax partials from one
+// register-blocked pass over the keys (window_logits); the partials and the window's own
+// causal logits merged into each row's max and 1 / sum (window_softmax); for hits, each row's
+// rank-K boundary (window_hit_threshold); then one pass over the logits sums the
+// probabilities per kv head and counts the hits (window_sum).
 #include <algorithm>
 #include <string>
 
@@ -11,12 +13,15 @@
 namespace kvc::ops {
 namespace {
 
-constexpr uint32_t kLogitsWorkgroup = 64;
-constexpr uint32_t kSoftmaxWorkgroup = 256;
+constexpr uint32_t kLogitsWorkgroup = 256;  // window_logits' 16 x 16 threads: 128 rows x 128 slots a tile
+constexpr uint32_t kLogitsRowTile = 128;
+constexpr uint32_t kLogitsSlotTile = 128;
+constexpr uint32_t kSoftmaxWorkgroup = 64;  // merges num_prefix / 128 tiles: 256 at the 32K prefix
+constexpr uint32_t kThresholdWorkgroup = 256;  // also the radix histogram's bins
 constexpr uint32_t kSumWorkgroup = 256;
 
 struct WindowPush {
-  uint32_t num_prefix, slot_stride, window, group_size, num_q_heads;
+  uint32_t num_prefix, slot_stride, window, group_size, num_q_heads, num_tiles;
 };
 
 }  // namespace
@@ -25,30 +30,51 @@ void window_scores_vulkan(Backend& backend, const WindowScoresShape& shape, cons
   vk::Recorder& recorder = backend.recorder();
   const uint32_t group = shape.num_q_heads / shape.num_kv_heads;
   const uint32_t dim = shape.head_dim;
+  const uint32_t prefix = shape.num_prefix();
+  const uint32_t rows = shape.num_q_heads * shape.window;
   const bool f16 = shape.dtype == Dtype::F16;
-  const uint64_t prob_bytes = uint64_t(shape.num_q_heads) * shape.window * shape.num_prefix() * 4;
-  require(prob_bytes <= std::min<uint64_t>(backend.max_buffer_bytes(), uint64_t(1) << 32), KVC_ERROR_CAPACITY,
+  const uint64_t logit_bytes = uint64_t(rows) * prefix * 4;
+  require(logit_bytes <= std::min<uint64_t>(backend.max_buffer_bytes(), uint64_t(1) << 32), KVC_ERROR_CAPACITY,
           "window scores of " + std::to_string(shape.num_q_heads) + " heads x " + std::to_string(shape.window) + " queries x " +
-              std::to_string(shape.num_prefix()) + " slots take " + std::to_string(prob_bytes) +
+              std::to_string(prefix) + " slots take " + std::to_string(logit_bytes) +
               " bytes, more than one binding may cover: shorten the window or the prompt");
   const RopeBindings rope = rope_bindings(shape.rope, args.positions, args.turn_table, args.k);
   const uint32_t rope_style = rope.style, rotary_dims = rope.rotary_dims;
   const vk::BufferSlice positions = rope.positions, turns = rope.turns;
 
   Tensor& q_rot = backend.scratch(ScratchId::WindowQuery, size_t(shape.window) * shape.num_q_heads * dim * 4);
-  rotate_queries(backend, {shape.window, shape.num_q_heads, dim, shape.dtype, shape.rope}, args.q, args.positions,
-                 shape.num_prefix(), args.turn_table, q_rot);
+  rotate_queries(backend, {shape.window, shape.num_q_heads, dim, shape.dtype, shape.rope}, args.q, args.positions, prefix,
+                 args.turn_table, q_rot);
 
-  const WindowPush push{shape.num_prefix(), shape.slot_stride, shape.window, group, shape.num_q_heads};
-  const uint32_t prefix_groups = group_count(shape.num_prefix(), kLogitsWorkgroup);
-  recorder.dispatch({"window_logits", 5, sizeof(WindowPush), {kLogitsWorkgroup, dim, f16, rope_style, rotary_dims}},
-                    {slice(view(q_rot)), slice(args.k), positions, turns, slice(args.probs)}, &push, prefix_groups,
-                    shape.num_kv_heads);
-  recorder.dispatch({"window_softmax", 5, sizeof(WindowPush), {kSoftmaxWorkgroup, dim, f16, rope_style, rotary_dims}},
-                    {slice(view(q_rot)), slice(args.k), positions, turns, slice(args.probs)}, &push,
-                    group_count(uint64_t(shape.num_q_heads) * shape.window, 1));
-  recorder.dispatch({"window_sum", 2, sizeof(WindowPush), {kSumWorkgroup}}, {slice(args.probs), slice(args.cumulative)}, &push,
-                    group_count(shape.num_prefix(), kSumWorkgroup), shape.num_kv_heads);
+  const View logits = view(backend.scratch(ScratchId::WindowLogits, logit_bytes));
+  const uint32_t num_tiles = group_count(prefix, kLogitsSlotTile);
+  Tensor& partials = backend.scratch(ScratchId::WindowPartials, size_t(rows) * num_tiles * 8);
+  Tensor& row_stats = backend.scratch(ScratchId::WindowRowStats, size_t(rows) * 8);
+
+  const WindowPush push{prefix, shape.slot_stride, shape.window, group, shape.num_q_heads, num_tiles};
+  const std::vector<uint32_t> key_constants{dim, f16, rope_style, rotary_dims};
+  auto constants = [&](uint32_t workgroup) {
+    std::vector<uint32_t> all{workgroup};
+    all.insert(all.end(), key_constants.begin(), key_constants.end());
+    return all;
+  };
+  recorder.dispatch({"window_logits", 6, sizeof(WindowPush), constants(kLogitsWorkgroup)},
+                    {slice(view(q_rot)), slice(args.k), positions, turns, slice(logits), slice(view(partials))}, &push, num_tiles,
+                    shape.num_kv_heads, group_count(uint64_t(group) * shape.window, kLogitsRowTile));
+  recorder.dispatch({"window_softmax", 6, sizeof(WindowPush), constants(kSoftmaxWorkgroup)},
+                    {slice(view(q_rot)), slice(args.k), positions, turns, slice(view(partials)), slice(view(row_stats))}, &push,
+                    group_count(rows, 1));
+  const bool count_hits = shape.hit_k > 0;
+  Tensor& bounds = backend.scratch(ScratchId::WindowHitBounds, count_hits ? size_t(rows) * 8 : 8);
+  if (count_hits) {
+    const uint32_t threshold_push[] = {prefix, shape.hit_k};
+    recorder.dispatch({"window_hit_threshold", 2, sizeof(threshold_push), {kThresholdWorkgroup}},
+                      {slice(logits), slice(view(bounds))}, threshold_push, group_count(rows, 1));
+  }
+  recorder.dispatch({"window_sum", 5, sizeof(WindowPush), {kSumWorkgroup, count_hits}},
+                    {slice(logits), slice(view(row_stats)), slice(args.cumulative), slice(view(bounds)),
+                     slice_or(args.hits, args.cumulative)},
+                    &push, group_count(prefix, kSumWorkgroup), shape.num_kv_heads);
 }
 
 }  // namespace kvc::ops

@@ -157,7 +157,8 @@ void WindowPolicy::end_prefill(Cache& cache) {
     step.kept_prefix = selection.budget - config_.window;
     step.indicator = config_.indicator;
     step.pool_kernel = config_.pool_kernel;
-    step.hit_k = std::min(config_.hit_k ? config_.hit_k : selection.budget, step.scores.num_prefix());
+    if (config_.indicator == WindowIndicator::HitRate)
+      step.scores.hit_k = std::min(config_.hit_k ? config_.hit_k : selection.budget, step.scores.num_prefix());
     step.hit_min_count = hits_needed(config_.hit_threshold, shape.group_size() * config_.window);
     workspace_.reserve(backend, step);
     steps.push_back(step);

@@ -3,7 +3,6 @@
 #include <cmath>
 
 #include "ops/compact.h"
-#include "ops/hit_count.h"
 #include "ops/max_pool.h"
 #include "ops/top_k.h"
 
@@ -19,15 +18,13 @@ namespace {
 
 // Bytes of each intermediate for one shape.
 struct WorkspaceBytes {
-  size_t probs, per_kv_slot, hit_lists, kept;
+  size_t per_kv_slot, kept;
 };
 
 WorkspaceBytes workspace_bytes(const SelectionShape& shape) {
   const ops::WindowScoresShape& scores = shape.scores;
-  const size_t rows = size_t(scores.num_q_heads) * scores.window;  // one per (query head, window query)
   // One kept index more than needed, so the tensor exists when no prefix slot is kept.
-  return {rows * scores.num_prefix() * 4, size_t(scores.num_kv_heads) * scores.num_prefix() * 4, rows * shape.hit_k * 4 + 4,
-          (size_t(scores.num_kv_heads) * shape.kept_prefix + 1) * 4};
+  return {size_t(scores.num_kv_heads) * scores.num_prefix() * 4, (size_t(scores.num_kv_heads) * shape.kept_prefix + 1) * 4};
 }
 
 }  // namespace
@@ -43,11 +40,9 @@ Tensor& SelectionWorkspace::reserved(const std::unique_ptr<Tensor>& tensor, size
 
 void SelectionWorkspace::reserve(Backend& backend, const SelectionShape& shape) {
   const WorkspaceBytes bytes = workspace_bytes(shape);
-  grow(probs_, backend, bytes.probs);
   grow(cumulative_, backend, bytes.per_kv_slot);
   grow(pooled_, backend, bytes.per_kv_slot);
   grow(hits_, backend, bytes.per_kv_slot);
-  grow(hit_lists_, backend, bytes.hit_lists);
   grow(kept_, backend, bytes.kept);
 }
 
@@ -56,39 +51,27 @@ void SelectionWorkspace::record(Backend& backend, const SelectionShape& shape, V
   const ops::WindowScoresShape& scores = shape.scores;
   const uint32_t prefix = scores.num_prefix();
   const WorkspaceBytes bytes = workspace_bytes(shape);
-  Tensor& probs = reserved(probs_, bytes.probs);
   Tensor& cumulative = reserved(cumulative_, bytes.per_kv_slot);
   Tensor& kept = reserved(kept_, bytes.kept);
-  ops::window_scores(backend, scores, {q, from.k, from.positions, turn_table, view(probs), view(cumulative)});
-
   if (shape.indicator == WindowIndicator::PooledAttention) {
+    ops::window_scores(backend, scores, {q, from.k, from.positions, turn_table, view(cumulative), View{}});
     Tensor& pooled = reserved(pooled_, bytes.per_kv_slot);
     ops::max_pool(backend, {scores.num_kv_heads, prefix, shape.pool_kernel}, {view(cumulative), view(pooled)});
     ops::top_k(backend, {scores.num_kv_heads, prefix, prefix, shape.kept_prefix, shape.kept_prefix, 0},
                {view(pooled), View{}, view(kept)});
   } else {
-    record_hit_selection(backend, shape, view(probs), view(cumulative), view(kept));
+    // GQA: the cache holds one key per kv head, so each query head of the group observes it:
+    // a kv head's hit rate is its hits over group x window rows (Eq. 1 with every query
+    // head's distribution in L_w), which is the paper's per-head rule when the group is 1.
+    // Keys reaching hit_min_count rank first; the cumulative attention pads (or cuts) them.
+    Tensor& hits = reserved(hits_, bytes.per_kv_slot);
+    ops::window_scores(backend, scores, {q, from.k, from.positions, turn_table, view(cumulative), view(hits)});
+    ops::top_k(backend, {scores.num_kv_heads, prefix, prefix, shape.kept_prefix, shape.kept_prefix, shape.hit_min_count},
+               {view(cumulative), view(hits), view(kept)});
   }
   const ops::CompactShape move{scores.num_kv_heads, scores.head_dim, scores.slot_stride, shape.kept_prefix, shape.kept_prefix,
                                prefix, scores.window, scores.dtype};
   ops::compact(backend, move, {view(kept), from.k, from.v, from.positions, to.k, to.v, to.positions});
-}
-
-void SelectionWorkspace::record_hit_selection(Backend& backend, const SelectionShape& shape, View probs, View cumulative, View kept) {
-  const ops::WindowScoresShape& scores = shape.scores;
-  const uint32_t prefix = scores.num_prefix();
-  const uint32_t rows = scores.num_q_heads * scores.window;
-  // GQA: the cache holds one key per kv head, so each query head of the group observes it:
-  // a kv head's hit rate is its hits over group x window rows (Eq. 1 with every query head's
-  // distribution in L_w), which is the paper's per-head rule when the group is 1.
-  const WorkspaceBytes bytes = workspace_bytes(shape);
-  Tensor& hit_lists = reserved(hit_lists_, bytes.hit_lists);
-  Tensor& hits = reserved(hits_, bytes.per_kv_slot);
-  ops::top_k(backend, {rows, prefix, prefix, shape.hit_k, shape.hit_k, 0}, {probs, View{}, view(hit_lists)});
-  ops::hit_count(backend, {scores.num_kv_heads, rows / scores.num_kv_heads, shape.hit_k, shape.hit_k, prefix},
-                 {view(hit_lists), view(hits)});
-  ops::top_k(backend, {scores.num_kv_heads, prefix, prefix, shape.kept_prefix, shape.kept_prefix, shape.hit_min_count},
-             {cumulative, view(hits), kept});
 }
 
 }  // namespace kvc

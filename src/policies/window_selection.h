@@ -19,11 +19,10 @@ namespace kvc {
 enum class WindowIndicator { PooledAttention, HitRate };
 
 struct SelectionShape {
-  ops::WindowScoresShape scores;
+  ops::WindowScoresShape scores;  // with hit rate, scores.hit_k is the hit coefficient K
   uint32_t kept_prefix = 0;  // prefix slots each kv head keeps (the budget less the window)
   WindowIndicator indicator = WindowIndicator::PooledAttention;
   uint32_t pool_kernel = 7;    // pooled attention: odd max-pooling kernel
-  uint32_t hit_k = 0;          // hit rate: the hit coefficient K, <= the prefix length
   uint32_t hit_min_count = 0;  // hit rate: hits a key needs, theta times the rows observed
 };
 
@@ -53,11 +52,7 @@ class SelectionWorkspace {
   static void grow(std::unique_ptr<Tensor>& tensor, Backend& backend, size_t bytes);
   // The reserved tensor, checked to hold `bytes`.
   static Tensor& reserved(const std::unique_ptr<Tensor>& tensor, size_t bytes);
-  // HitKV's ranking: hits from each row's top K, then top kept_prefix by (hit rate >= theta,
-  // cumulative attention) into `kept`.
-  void record_hit_selection(Backend& backend, const SelectionShape& shape, View probs, View cumulative, View kept);
-
-  std::unique_ptr<Tensor> probs_, cumulative_, pooled_, hit_lists_, hits_, kept_;
+  std::unique_ptr<Tensor> cumulative_, pooled_, hits_, kept_;
 };
 
 }  // namespace kvc

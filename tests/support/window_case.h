@@ -11,8 +11,8 @@
 namespace kvc::test {
 
 struct WindowResult {
-  std::vector<float> probs;       // [qh][window][prefix]
   std::vector<float> cumulative;  // [kv][prefix]
+  std::vector<uint32_t> hits;     // [kv][prefix], empty without shape.hit_k
 };
 
 struct WindowCase {
@@ -43,14 +43,14 @@ struct WindowCase {
     auto k_tensor = tensor_of(backend, encode(k_values, shape.dtype));
     auto position_tensor = tensor_of(backend, positions);
     auto turns = tensor_of(backend, shape.rope.enabled() ? ops::rope_turn_table(shape.rope) : std::vector<uint32_t>{0, 0});
-    const size_t prob_count = size_t(shape.num_q_heads) * shape.window * shape.num_prefix();
-    const size_t sum_count = size_t(shape.num_kv_heads) * shape.num_prefix();
-    auto probs = make_poisoned(backend, prob_count * 4), cumulative = make_poisoned(backend, sum_count * 4);
+    const size_t count = size_t(shape.num_kv_heads) * shape.num_prefix();
+    auto cumulative = make_poisoned(backend, count * 4), hits = make_poisoned(backend, count * 4);
     backend.begin();
     ops::window_scores(backend, shape,
-                       {view(*q_tensor), view(*k_tensor), view(*position_tensor), view(*turns), view(*probs), view(*cumulative)});
+                       {view(*q_tensor), view(*k_tensor), view(*position_tensor), view(*turns), view(*cumulative),
+                        shape.hit_k ? view(*hits) : View{}});
     backend.submit();
-    return {read_as<float>(backend, *probs, prob_count), read_as<float>(backend, *cumulative, sum_count)};
+    return {read_as<float>(backend, *cumulative, count), shape.hit_k ? read_as<uint32_t>(backend, *hits, count) : std::vector<uint32_t>()};
   }
 };
 
