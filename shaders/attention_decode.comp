@@ -50,7 +50,9 @@ const uint WG = gl_WorkGroupSize.x;
 const uint VEC = KV_F16 ? 8 : 4;           // elements in 16 bytes
 const uint LANES = HEAD_DIM / VEC;         // threads per key
 const uint KEY_LANES = WG / LANES;         // keys a pass covers
-const uint PASSES = 8;                     // K (and V) loads each thread has in flight per tile
+// K (and V) loads each thread has in flight per tile: 4 ran L = 32K faster on the H100 than 8
+// (fewer registers, more workgroups resident) and as fast as 8 at 128K.
+const uint PASSES = 4;
 const uint TILE = PASSES * KEY_LANES;      // keys per tile
 const bool POW2_LANES = (LANES & (LANES - 1)) == 0;
 

@@ -10,9 +10,11 @@ namespace kvc::ops {
 namespace {
 
 constexpr uint32_t kDecodeWorkgroup = 128;
-constexpr uint32_t kDecodePasses = 8;      // shaders/attention_decode.comp's PASSES
+constexpr uint32_t kDecodePasses = 4;      // shaders/attention_decode.comp's PASSES
 constexpr uint32_t kDecodeGroupBlock = 8;   // query heads sharing one read of K/V per workgroup
-constexpr uint32_t kDecodeTargetGroups = 1024;  // enough workgroups to fill a large GPU
+// Workgroups per decode dispatch: 512 (4 per SM of an H100) ran L = 32K at 80% of the copy
+// bandwidth where 1024 and more ran at 67-70% (docs/benchmarks.md).
+constexpr uint32_t kDecodeTargetGroups = 512;
 constexpr uint32_t kMergeWorkgroup = 128;  // a power of two (the merge's tree reduction)
 constexpr uint32_t kPrefillWorkgroup = 64;  // query rows per workgroup
 constexpr uint32_t kPrefillTileFloats = 2048;  // per K or V tile: 8 KiB of shared memory each
