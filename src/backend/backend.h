@@ -27,7 +27,7 @@ class Tensor;
 enum class BackendKind { Cpu, Vulkan };
 
 // Scratch memory an op needs during a submission, by purpose.
-enum class ScratchId : uint32_t { AttentionQuery, AttentionPartials, AttentionLse, WindowQuery, Count };
+enum class ScratchId : uint32_t { AttentionQuery, AttentionPartials, AttentionLse, WindowQuery, FrequencyCompressed, Count };
 
 class Backend {
  public:
