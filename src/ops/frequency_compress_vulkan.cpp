@@ -2,23 +2,31 @@
 //
 // FFT (shaders/frequency_compress.comp): one workgroup per (head, PAIRS pairs of head dims)
 // holds its columns in shared memory and runs DCT-II, truncation and DCT-III there through
-// mixed-radix FFTs, O(N log N) per column, reading N rows and writing L in place: the step's
-// memory floor is its only pass. It runs when N and L factor into radices 2..31 (each stage's
-// butterfly lives in registers) and one pair's N complex values fit in shared memory
-// (N <= 4096 on lavapipe, 6144 on the H100).
+// mixed-radix FFTs, O(N log N) per column, reading N rows and writing L in place: one pass
+// over memory. It runs whenever N and L factor into radices 2..31 (each stage's butterfly
+// lives in registers) and one pair's N complex values fit in shared memory (N <= 4096 on
+// lavapipe, 6144 on the H100), small N included: measured on the H100 (32 layers x 8 kv heads,
+// d = 128, f32), N - S = 64 took 0.17 ms on this route against 0.80 ms for N - S = 61 on the
+// dense one, and N - S = 4092 took 3.2 ms (f16 2.4 ms) against the dense route's 26.5 ms.
 //
 // Dense (ops/sequence_transform.h with ops/dct_matrix.h's fused matrix): every other shape,
-// e.g. N = 2044 = 4 * 7 * 73 or N > 6144. L * N multiply-adds per column (26.5 ms on the H100
-// at 256 heads, N = 4092, d = 128), out of place through scratch, then copied back.
+// e.g. N - S = 2044 = 4 * 7 * 73 (7.2 ms on the H100, f32) or N > 6144. L * N multiply-adds per
+// column, out of place through scratch, then copied back.
+//
+// Where the FFT route's time goes at N - S = 4092 (H100, f32 / f16, 32 layers): loading and
+// storing alone 1.85 / 1.08 ms, the radix-11 and -31 stages 1.0 ms, the rest 0.3 ms. The loads
+// are the problem: only one pair (8 bytes of a 512-byte f32 row) fits per workgroup at this N,
+// so every 32-byte sector crosses from L2 four (f16: eight) times. Reaching the 0.28 ms floor
+// needs wider column blocks per workgroup: the signal held in registers, with shared memory
+// only as the exchange buffer between stages.
 //
 // Why not VkFFT (vulkan/fft.h): its DCT refuses N = 4092 and goes wrong along the cache's
 // strided axis on the H100 (../shared/GPU.md), so it would need a transpose into [head][d][N],
 // an R2C FFT, a twiddle pass, an inverse FFT and a transpose back: five passes over memory
 // where the fused kernel makes one.
+#include <cmath>
 #include <optional>
 #include <vector>
-
-#include <cmath>
 
 #include "ops/dct_matrix.h"
 #include "ops/frequency_compress.h"

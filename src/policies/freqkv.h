@@ -9,8 +9,6 @@
 // L = floor(gamma (N - S)) and the sqrt(L / (N - S)) rescale follow ../shared/DESIGN.md.
 #pragma once
 
-#include <memory>
-
 #include "ops/frequency_compress.h"
 #include "policies/policy.h"
 
