@@ -7,6 +7,7 @@
 #include "bench_rows.h"
 #include "ops/attention.h"
 #include "ops/eviction_step.h"
+#include "ops/frequency_compress.h"
 #include "policies/freqkv.h"
 #include "policies/pyramid_budgets.h"
 #include "policies/window_selection.h"
@@ -28,31 +29,38 @@ std::unique_ptr<Tensor> make_ranks(Backend& backend, uint32_t slot_stride) {
 
 void add_freqkv_rows(Backend& backend, const Timing& timing, const RowOptions& options, Report& report) {
   const bool quick = options.quick;
-  const uint32_t window = quick ? 512 : 4096, sinks = 4, layers = quick ? 2 : kLayers;
-  for (Dtype dtype : {Dtype::F16, Dtype::F32}) {
-    CacheConfig config;
-    config.num_layers = layers;
-    config.num_q_heads = kQHeads;
-    config.num_kv_heads = kKvHeads;
-    config.head_dim = kHeadDim;
-    config.dtype = dtype;
-    config.capacity = window;
-    kvc_freqkv_params params = kvc_freqkv_params_default();
-    params.sink_tokens = sinks;
-    FreqKvPolicy policy(config, params);
-    policy.allocate_device_state(backend);
-    auto states = make_random(backend, size_t(kKvHeads) * window * kHeadDim * dtype_size(dtype), dtype);
-    Row row;
-    row.name = "freqkv_compress";
-    row.shape = "layers=" + std::to_string(layers) + " kvh=8 N=" + std::to_string(window) + " S=4 d=128";
-    row.dtype = dtype_name(dtype);
-    // One layer's K (or V) per call, as the policy runs it; the same tensor stands for every layer.
-    row.median_us = median_us(backend, timing, [&] {
-      for (uint32_t layer = 0; layer < layers; ++layer) policy.compress(*states, window);
-    });
-    row.bytes = double(layers) * kKvHeads * kHeadDim * dtype_size(dtype) * ((window - sinks) + policy.retained_slots());
-    report.rows.push_back(row);
-  }
+  const uint32_t sinks = 4, layers = quick ? 2 : kLayers;
+  // Llama-2's window on the FFT route; N - S = 2044 = 4 * 7 * 73 and 61 (prime) on the dense
+  // route, 1020 and 64 on the FFT route: the two routes side by side at large and small N.
+  const std::vector<uint32_t> windows = quick ? std::vector<uint32_t>{512, 68} : std::vector<uint32_t>{4096, 2048, 1024, 68, 65};
+  for (uint32_t window : windows)
+    for (Dtype dtype : {Dtype::F16, Dtype::F32}) {
+      CacheConfig config;
+      config.num_layers = layers;
+      config.num_q_heads = kQHeads;
+      config.num_kv_heads = kKvHeads;
+      config.head_dim = kHeadDim;
+      config.dtype = dtype;
+      config.capacity = window;
+      kvc_freqkv_params params = kvc_freqkv_params_default();
+      params.sink_tokens = sinks;
+      FreqKvPolicy policy(config, params);
+      policy.allocate_device_state(backend);
+      auto states = make_random(backend, size_t(kKvHeads) * window * kHeadDim * dtype_size(dtype), dtype);
+      const ops::FrequencyCompressShape shape{kKvHeads, kHeadDim, window - sinks, policy.retained_slots(), window, dtype};
+      const bool fft = backend.is_cpu() || ops::frequency_compress_route(backend, shape) == ops::FrequencyCompressRoute::Fft;
+      Row row;
+      row.name = "freqkv_compress";
+      row.shape = "layers=" + std::to_string(layers) + " kvh=8 N=" + std::to_string(window) + " S=4 d=128" +
+                  (backend.is_cpu() ? "" : fft ? " fft" : " dense");
+      row.dtype = dtype_name(dtype);
+      // One layer's K (or V) per call, as the policy runs it; the same tensor stands for every layer.
+      row.median_us = median_us(backend, timing, [&] {
+        for (uint32_t layer = 0; layer < layers; ++layer) policy.compress(*states, window);
+      });
+      row.bytes = double(layers) * kKvHeads * kHeadDim * dtype_size(dtype) * ((window - sinks) + policy.retained_slots());
+      report.rows.push_back(row);
+    }
 }
 
 void add_window_selection_rows(Backend& backend, const Timing& timing, const RowOptions& options, Report& report) {

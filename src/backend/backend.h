@@ -36,6 +36,7 @@ enum class ScratchId : uint32_t {
   WindowPartials,
   WindowRowStats,
   WindowHitBounds,
+  FrequencyCompressed,
   Count
 };
 

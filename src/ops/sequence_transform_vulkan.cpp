@@ -1,14 +1,9 @@
 // Vulkan sequence transform: one tiled matrix-product kernel for every length.
 //
-// Why not VkFFT (src/vulkan/fft.h): in the cache the sequence axis is strided by head_dim,
-// and VkFFT's DCT along a strided axis gave wrong results on the H100 while 4092 = 4096 - 4
-// sinks is a length its DCT refuses (../shared/GPU.md); the FreqKV step also needs a DCT of
-// one length and an IDCT of another, which a single precomputed matrix fuses into one pass
-// with no transposes, and runs everywhere (lavapipe included) for every length. The price is
-// arithmetic: L * N multiply-adds per column against O(N log N) for an FFT. For 32 layers x 8
-// kv heads x head_dim 128 at Llama-2's window (L = 2046, N = 4092) that is 2.7e11 per K or V:
-// about 8 ms at the H100's 67 TFLOP/s f32 peak, far above the 0.28 ms memory floor of the
-// step. Reaching the floor needs an FFT route fused in shared memory (not written yet).
+// FreqKV's compression uses it (with ops/dct_matrix.h's fused matrix) only for the lengths
+// its FFT route cannot take (ops/frequency_compress_vulkan.cpp): L * N multiply-adds per
+// column, 2.7e11 per K or V for 32 layers x 8 kv heads x head_dim 128 at Llama-2's window
+// (L = 2046, N = 4092), 26.5 ms on the H100 against the step's 0.28 ms memory floor.
 #include <algorithm>
 
 #include "ops/sequence_transform.h"

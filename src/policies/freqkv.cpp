@@ -4,14 +4,13 @@
 #include <string>
 
 #include "cache/cache.h"
-#include "ops/dct_matrix.h"
-#include "ops/sequence_transform.h"
+#include "ops/frequency_compress.h"
 
 namespace kvc {
 namespace {
 
-// The fused transform is a dense f32 table of L x (N - S) entries on the device: 512 MiB at
-// this window with gamma near 1, 33 MiB at Llama-2's 4096.
+// Windows the FFT route cannot hold in shared memory take the dense route, whose f32 table of
+// L x (N - S) entries is 512 MiB at this window with gamma near 1 (ops/frequency_compress.h).
 constexpr uint32_t kMaxWindow = 16384;
 
 uint32_t retained_for(uint32_t compressed_slots, float retain_ratio) {
@@ -65,33 +64,27 @@ int32_t FreqKvPolicy::position_for_slot(const Cache&, uint32_t, uint32_t slot, u
   return static_cast<int32_t>(slot);
 }
 
+ops::FrequencyCompressShape FreqKvPolicy::compress_shape(uint32_t slot_stride) const {
+  ops::FrequencyCompressShape shape;
+  shape.num_heads = num_kv_heads_;
+  shape.head_dim = head_dim_;
+  shape.in_length = window_ - sink_slots_;
+  shape.out_length = retained_slots_;
+  shape.head_stride = slot_stride;
+  shape.dtype = dtype_;
+  return shape;
+}
+
 void FreqKvPolicy::allocate_device_state(Backend& backend) {
   backend_ = &backend;
-  // One table per (N - S, L) and backend: an engine with one cache per sequence builds and
-  // stores it once (33 MiB and 0.3 s of host time at Llama-2's window).
-  const uint32_t in_length = window_ - sink_slots_, out_length = retained_slots_;
-  compression_matrix_ = &backend.shared_table(
-      "freqkv_compression_matrix " + std::to_string(in_length) + " " + std::to_string(out_length),
-      [&] { return ops::freqkv_compression_matrix(in_length, out_length); });
-  compressed_ = std::make_unique<Tensor>(backend, size_t(num_kv_heads_) * retained_slots_ * head_dim_ * dtype_size(dtype_));
+  // The op's tables depend on (N - S, L) only: the head stride does not matter here.
+  ops::frequency_compress_prepare(backend, compress_shape(window_));
 }
 
 void FreqKvPolicy::compress(Tensor& states, uint32_t slot_stride) {
   require(backend_ != nullptr, KVC_ERROR_INTERNAL, "FreqKvPolicy::compress before allocate_device_state");
   const size_t row_bytes = size_t(head_dim_) * dtype_size(dtype_);
-  ops::SequenceTransformShape shape;
-  shape.num_heads = num_kv_heads_;
-  shape.head_dim = head_dim_;
-  shape.in_length = window_ - sink_slots_;
-  shape.out_length = retained_slots_;
-  shape.in_head_stride = slot_stride;
-  shape.out_head_stride = retained_slots_;
-  shape.dtype = dtype_;
-  ops::sequence_transform(*backend_, shape,
-                          {View{&states, sink_slots_ * row_bytes}, view(*compression_matrix_), view(*compressed_)});
-  for (uint32_t head = 0; head < num_kv_heads_; ++head)
-    backend_->copy(*compressed_, size_t(head) * retained_slots_ * row_bytes, states,
-                   (size_t(head) * slot_stride + sink_slots_) * row_bytes, retained_slots_ * row_bytes);
+  ops::frequency_compress(*backend_, compress_shape(slot_stride), {View{&states, sink_slots_ * row_bytes}});
 }
 
 void FreqKvPolicy::after_attend(Cache& cache, uint32_t layer_index, View) {

@@ -9,8 +9,7 @@
 // L = floor(gamma (N - S)) and the sqrt(L / (N - S)) rescale follow ../shared/DESIGN.md.
 #pragma once
 
-#include <memory>
-
+#include "ops/frequency_compress.h"
 #include "policies/policy.h"
 
 namespace kvc {
@@ -44,8 +43,8 @@ class FreqKvPolicy : public Policy {
   uint32_t head_dim_;
   Dtype dtype_;
   Backend* backend_ = nullptr;
-  Tensor* compression_matrix_ = nullptr;         // f32 [L][N - S], shared by the backend's caches
-  std::unique_ptr<Tensor> compressed_;          // [num_kv_heads][L][head_dim], the transform's output
+
+  ops::FrequencyCompressShape compress_shape(uint32_t slot_stride) const;
 };
 
 // The parameters config.policy_params points to (NULL: the paper's defaults), checked

@@ -1,0 +1,152 @@
+// Vulkan FreqKV compression: two routes.
+//
+// FFT (shaders/frequency_compress.comp): one workgroup per (head, PAIRS pairs of head dims)
+// holds its columns in shared memory and runs DCT-II, truncation and DCT-III there through
+// mixed-radix FFTs, O(N log N) per column, reading N rows and writing L in place: one pass
+// over memory. It runs whenever N and L factor into radices 2..31 (each stage's butterfly
+// lives in registers) and one pair's N complex values fit in shared memory (N <= 4096 on
+// lavapipe, 6144 on the H100), small N included: measured on the H100 (32 layers x 8 kv heads,
+// d = 128, f32), N - S = 64 took 0.17 ms on this route against 0.80 ms for N - S = 61 on the
+// dense one, and N - S = 4092 took 3.2 ms (f16 2.4 ms) against the dense route's 26.5 ms.
+//
+// Dense (ops/sequence_transform.h with ops/dct_matrix.h's fused matrix): every other shape,
+// e.g. N - S = 2044 = 4 * 7 * 73 (7.2 ms on the H100, f32) or N > 6144. L * N multiply-adds per
+// column, out of place through scratch, then copied back.
+//
+// Where the FFT route's time goes at N - S = 4092 (H100, f32 / f16, 32 layers): loading and
+// storing alone 1.85 / 1.08 ms, the radix-11 and -31 stages 1.0 ms, the rest 0.3 ms. The loads
+// are the problem: only one pair (8 bytes of a 512-byte f32 row) fits per workgroup at this N,
+// so every 32-byte sector crosses from L2 four (f16: eight) times. Reaching the 0.28 ms floor
+// needs wider column blocks per workgroup: the signal held in registers, with shared memory
+// only as the exchange buffer between stages.
+//
+// Why not VkFFT (vulkan/fft.h): its DCT refuses N = 4092 and goes wrong along the cache's
+// strided axis on the H100 (../shared/GPU.md), so it would need a transpose into [head][d][N],
+// an R2C FFT, a twiddle pass, an inverse FFT and a transpose back: five passes over memory
+// where the fused kernel makes one.
+#include <cmath>
+#include <optional>
+#include <vector>
+
+#include "ops/dct_matrix.h"
+#include "ops/frequency_compress.h"
+#include "ops/sequence_transform.h"
+#include "ops/vulkan_args.h"
+#include "vulkan/device.h"
+
+namespace kvc::ops {
+namespace {
+
+constexpr uint32_t kItemsPerThread = 8;  // ITEMS_PER_THREAD in the shader
+constexpr uint32_t kMaxStages = 8;       // MAX_STAGES
+constexpr uint32_t kMaxPairs = 8;        // 16 dims: 64-byte row segments in f32
+constexpr uint32_t kMinThreads = 64, kMaxThreads = 1024;
+constexpr uint32_t kOddRadices[] = {3, 5, 7, 11, 13, 17, 19, 23, 29, 31};  // MAX_RADIX = 31
+
+struct Push {
+  uint32_t first, head_elements;
+};
+
+// The stage radices of a length-`length` FFT packed 8 bits each (shader's *_RADICES_LOW and
+// _HIGH), or nothing when a prime factor exceeds 31 or there are more than 8 stages. Radix 4
+// first, odd radices last: the last stages' butterflies are contiguous, and an odd radix
+// strides shared memory without bank conflicts.
+std::optional<std::pair<uint32_t, uint32_t>> packed_radices(uint32_t length) {
+  std::vector<uint32_t> radices;
+  while (length % 4 == 0) radices.push_back(4), length /= 4;
+  if (length % 2 == 0) radices.push_back(2), length /= 2;
+  for (uint32_t radix : kOddRadices)
+    while (length % radix == 0) radices.push_back(radix), length /= radix;
+  if (length != 1 || radices.size() > kMaxStages) return std::nullopt;
+  uint64_t packed = 0;
+  for (size_t stage = 0; stage < radices.size(); ++stage) packed |= uint64_t(radices[stage]) << (8 * stage);
+  return std::pair{static_cast<uint32_t>(packed), static_cast<uint32_t>(packed >> 32)};
+}
+
+struct FftLaunch {
+  uint32_t pairs = 0, threads = 0;
+  std::pair<uint32_t, uint32_t> in_radices, out_radices;
+};
+
+std::optional<FftLaunch> fft_launch(const vk::Device& device, const FrequencyCompressShape& shape) {
+  const auto in_radices = packed_radices(shape.in_length), out_radices = packed_radices(shape.out_length);
+  if (!in_radices || !out_radices) return std::nullopt;
+  const uint64_t shared_bytes = device.properties().limits.maxComputeSharedMemorySize;
+  // The most pairs (a power of two dividing head_dim / 2) whose signals fit in shared memory.
+  for (uint32_t pairs = kMaxPairs; pairs >= 1; pairs /= 2) {
+    const uint64_t values = uint64_t(pairs) * shape.in_length;
+    if ((shape.head_dim / 2) % pairs != 0 || values * 8 > shared_bytes) continue;
+    const uint64_t threads = std::max<uint64_t>(kMinThreads, (values + kItemsPerThread * 32 - 1) / (kItemsPerThread * 32) * 32);
+    if (threads > kMaxThreads) continue;
+    return FftLaunch{pairs, static_cast<uint32_t>(threads), *in_radices, *out_radices};
+  }
+  return std::nullopt;
+}
+
+std::string twiddles_key(const FrequencyCompressShape& shape) {
+  return "frequency_compress twiddles " + std::to_string(shape.in_length) + " " + std::to_string(shape.out_length);
+}
+
+std::string matrix_key(const FrequencyCompressShape& shape) {
+  return "freqkv_compression_matrix " + std::to_string(shape.in_length) + " " + std::to_string(shape.out_length);
+}
+
+// The shader's table (see its Twiddles binding), complex values as (re, im) f32 pairs.
+std::vector<float> twiddles(uint32_t in_length, uint32_t out_length) {
+  std::vector<float> table;
+  table.reserve(2 * (size_t(in_length) + 3 * size_t(out_length)));
+  auto push = [&](double angle) {
+    table.push_back(static_cast<float>(std::cos(angle)));
+    table.push_back(static_cast<float>(std::sin(angle)));
+  };
+  for (uint32_t m = 0; m < in_length; ++m) push(-2.0 * M_PI * m / in_length);
+  for (uint32_t m = 0; m < out_length; ++m) push(-2.0 * M_PI * m / out_length);
+  for (uint32_t t = 0; t < out_length; ++t) push(-M_PI * t / (2.0 * in_length));
+  for (uint32_t t = 0; t < out_length; ++t) push(M_PI * t / (2.0 * out_length));
+  return table;
+}
+
+Tensor& prepared_table(Backend& backend, const FrequencyCompressShape& shape, bool fft) {
+  if (fft) return backend.shared_table(twiddles_key(shape), [&] { return twiddles(shape.in_length, shape.out_length); });
+  // 33 MiB and 0.3 s of host time at Llama-2's window; one per (N, L) and backend.
+  return backend.shared_table(matrix_key(shape), [&] { return freqkv_compression_matrix(shape.in_length, shape.out_length); });
+}
+
+}  // namespace
+
+FrequencyCompressRoute frequency_compress_route(const Backend& backend, const FrequencyCompressShape& shape) {
+  return fft_launch(backend.device(), shape) ? FrequencyCompressRoute::Fft : FrequencyCompressRoute::Dense;
+}
+
+void frequency_compress_prepare(Backend& backend, const FrequencyCompressShape& shape) {
+  if (backend.is_cpu()) return;
+  prepared_table(backend, shape, frequency_compress_route(backend, shape) == FrequencyCompressRoute::Fft);
+}
+
+void frequency_compress_vulkan(Backend& backend, const FrequencyCompressShape& shape, const FrequencyCompressArgs& args) {
+  const size_t element_bytes = dtype_size(shape.dtype), row_bytes = shape.head_dim * element_bytes;
+  require(args.states.offset % (2 * element_bytes) == 0, KVC_ERROR_INTERNAL,
+          "frequency_compress: the states view must start on an even element");
+  const std::optional<FftLaunch> launch = fft_launch(backend.device(), shape);
+  Tensor& table = prepared_table(backend, shape, launch.has_value());
+  if (launch) {
+    const vk::KernelSpec spec{"frequency_compress", 2, sizeof(Push),
+                              {launch->threads, shape.head_dim, shape.dtype == Dtype::F16, launch->pairs, shape.in_length,
+                               shape.out_length, launch->in_radices.first, launch->in_radices.second,
+                               launch->out_radices.first, launch->out_radices.second}};
+    const Push push{static_cast<uint32_t>(args.states.offset / element_bytes), shape.head_stride * shape.head_dim};
+    backend.recorder().dispatch(spec, {slice(View{args.states.tensor, 0}), slice(view(table))}, &push,
+                                shape.head_dim / 2 / launch->pairs, shape.num_heads, 1);
+    return;
+  }
+  Tensor& compressed = backend.scratch(ScratchId::FrequencyCompressed, size_t(shape.num_heads) * shape.out_length * row_bytes);
+  sequence_transform_vulkan(backend,
+                            {shape.num_heads, shape.head_dim, shape.in_length, shape.out_length, shape.head_stride,
+                             shape.out_length, shape.dtype},
+                            {args.states, view(table), view(compressed)});
+  for (uint32_t head = 0; head < shape.num_heads; ++head)
+    backend.copy(compressed, size_t(head) * shape.out_length * row_bytes, *args.states.tensor,
+                 args.states.offset + size_t(head) * shape.head_stride * row_bytes, shape.out_length * row_bytes);
+}
+
+}  // namespace kvc::ops
