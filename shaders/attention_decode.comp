@@ -26,6 +26,7 @@ layout(constant_id = 2) const uint GROUP_BLOCK = 4;  // divides the group: every
 layout(constant_id = 3) const bool KV_F16 = false;
 layout(constant_id = 4) const uint ROPE_STYLE = 0;
 layout(constant_id = 5) const uint ROTARY_DIMS = 0;
+layout(constant_id = 6) const bool WRITE_LOGITS = false;  // for decode_scores
 
 #include "elements.glsl"
 #include "rope.glsl"
@@ -37,6 +38,7 @@ layout(binding = 2) readonly buffer Values { uvec4 v_vec[]; };
 layout(binding = 3) readonly buffer Positions { int positions[]; };
 layout(binding = 4) readonly buffer Turns { uvec2 turns[]; };
 layout(binding = 5) writeonly buffer Partials { float partials[]; };  // [num_q_heads][num_splits][HEAD_DIM + 2]
+layout(binding = 6) writeonly buffer Logits { float logits[]; };      // [num_q_heads][num_slots], WRITE_LOGITS only
 
 layout(push_constant) uniform Push {
   uint num_slots;
@@ -210,6 +212,8 @@ void main() {
         [[unroll]] for (uint g = 0; g < GROUP_BLOCK; ++g) dots[g] = has_lane ? score_s[g * KEY_LANES + key_lane] : 0.0;
       }
       [[unroll]] for (uint g = 0; g < GROUP_BLOCK; ++g) scores[pass * KVC_MAX_GROUP_BLOCK + g] = valid ? dots[g] : KVC_NEG_INF;
+      if (WRITE_LOGITS && valid && lane == 0)
+        [[unroll]] for (uint g = 0; g < GROUP_BLOCK; ++g) logits[(q_head0 + g) * push.num_slots + tile + j] = dots[g];
     }
 
     // One rescale per head and tile, against the larger of the running and the tile maximum.

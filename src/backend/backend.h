@@ -31,6 +31,7 @@ enum class ScratchId : uint32_t {
   AttentionQuery,
   AttentionPartials,
   AttentionLse,
+  AttentionLogits,
   WindowQuery,
   WindowLogits,
   WindowPartials,

@@ -27,6 +27,9 @@ struct DecodePush {
 struct MergePush {
   uint32_t num_splits;
 };
+struct DecodeScoresPush {
+  uint32_t num_slots, group_size;
+};
 struct ChunkPush {
   uint32_t num_slots, slot_stride, num_queries, group_size, num_q_heads;
 };
@@ -44,15 +47,16 @@ void attention_vulkan(Backend& backend, const AttentionShape& shape, const Atten
   const vk::BufferSlice positions = rope.positions, turns = rope.turns;
 
   Tensor& lse = backend.scratch(ScratchId::AttentionLse, size_t(shape.num_queries) * shape.num_q_heads * 4);
-  // The chunk kernels and the scores read queries rotated and scaled once, by the rope op;
+  // The chunk kernels and their scores read queries rotated and scaled once, by the rope op;
   // decode rotates its single query itself (one dispatch less on the latency-bound path).
-  const bool needs_q_rot = shape.num_queries > 1 || args.scores;
+  const bool decode = shape.num_queries == 1;
+  const bool needs_q_rot = !decode;
   Tensor& q_rot = backend.scratch(ScratchId::AttentionQuery, needs_q_rot ? size_t(shape.num_queries) * shape.num_q_heads * dim * 4 : 4);
   if (needs_q_rot)
     rotate_queries(backend, {shape.num_queries, shape.num_q_heads, dim, shape.dtype, shape.rope}, args.q, args.positions,
                    first_chunk_slot, args.turn_table, q_rot);
 
-  if (shape.num_queries == 1) {
+  if (decode) {
     // The largest divisor of the group up to kDecodeGroupBlock: every head of a block is real,
     // so the shader's register arrays are only ever indexed by constants.
     uint32_t group_block = std::min(group, kDecodeGroupBlock);
@@ -65,13 +69,24 @@ void attention_vulkan(Backend& backend, const AttentionShape& shape, const Atten
     const uint32_t num_splits = std::min(tiles, std::max(1u, kDecodeTargetGroups / (shape.num_kv_heads * head_blocks)));
     Tensor& partials = backend.scratch(ScratchId::AttentionPartials, size_t(shape.num_q_heads) * num_splits * (dim + 2) * 4);
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));
-    const DecodePush decode{shape.num_slots, shape.slot_stride, num_splits, group, scale};
-    recorder.dispatch({"attention_decode", 6, sizeof(DecodePush), {kDecodeWorkgroup, dim, group_block, f16, rope_style, rotary_dims}},
-                      {slice(args.q), slice(args.k), slice(args.v), positions, turns, slice(view(partials))}, &decode,
-                      num_splits, shape.num_kv_heads, head_blocks);
+    // With scores, the decode kernel also writes every (query head, slot) logit, so the scores
+    // need not read K again (a second pass over K, RoPE included, cost more than the attention).
+    const bool with_logits = args.scores.tensor != nullptr;
+    Tensor& logits = backend.scratch(ScratchId::AttentionLogits, with_logits ? size_t(shape.num_q_heads) * shape.num_slots * 4 : 4);
+    const DecodePush push{shape.num_slots, shape.slot_stride, num_splits, group, scale};
+    recorder.dispatch({"attention_decode", 7, sizeof(DecodePush),
+                       {kDecodeWorkgroup, dim, group_block, f16, rope_style, rotary_dims, with_logits}},
+                      {slice(args.q), slice(args.k), slice(args.v), positions, turns, slice(view(partials)), slice(view(logits))},
+                      &push, num_splits, shape.num_kv_heads, head_blocks);
     const MergePush merge{num_splits};
     recorder.dispatch({"attention_merge", 3, sizeof(MergePush), {kMergeWorkgroup, dim, f16}},
                       {slice(view(partials)), slice(args.out), slice(view(lse))}, &merge, shape.num_q_heads);
+    if (with_logits) {
+      const DecodeScoresPush scores_push{shape.num_slots, group};
+      recorder.dispatch({"decode_scores", 3, sizeof(DecodeScoresPush), {kScoresWorkgroup}},
+                        {slice(view(logits)), slice(view(lse)), slice(args.scores)}, &scores_push,
+                        group_count(shape.num_slots, kScoresWorkgroup), shape.num_kv_heads);
+    }
   } else {
     const uint32_t key_tile = std::max(1u, kPrefillTileFloats / dim);
     const ChunkPush push{shape.num_slots, shape.slot_stride, shape.num_queries, group, shape.num_q_heads};
@@ -80,7 +95,7 @@ void attention_vulkan(Backend& backend, const AttentionShape& shape, const Atten
                       &push, group_count(uint64_t(shape.num_queries) * group, kPrefillWorkgroup), shape.num_kv_heads);
   }
 
-  if (args.scores) {
+  if (!decode && args.scores) {
     const ChunkPush push{shape.num_slots, shape.slot_stride, shape.num_queries, group, shape.num_q_heads};
     recorder.dispatch({"attention_scores", 6, sizeof(ChunkPush), {kScoresWorkgroup, dim, f16, rope_style, rotary_dims}},
                       {slice(view(q_rot)), slice(args.k), positions, turns, slice(view(lse)), slice(args.scores)}, &push,
