@@ -24,6 +24,7 @@
 // strided axis on the H100 (../shared/GPU.md), so it would need a transpose into [head][d][N],
 // an R2C FFT, a twiddle pass, an inverse FFT and a transpose back: five passes over memory
 // where the fused kernel makes one.
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <vector>
@@ -40,6 +41,10 @@ namespace {
 constexpr uint32_t kItemsPerThread = 8;  // ITEMS_PER_THREAD in the shader
 constexpr uint32_t kMaxStages = 8;       // MAX_STAGES
 constexpr uint32_t kMaxPairs = 8;        // 16 dims: 64-byte row segments in f32
+constexpr uint32_t kMaxRounds = 4;       // MAX_ROUNDS
+// Bytes of a row each thread reads and writes at once, where shared memory holds too few pairs
+// for that: ROUNDS batches of pairs then ride in registers.
+constexpr uint32_t kSegmentBytes = 16;
 constexpr uint32_t kMinThreads = 64, kMaxThreads = 1024;
 constexpr uint32_t kOddRadices[] = {3, 5, 7, 11, 13, 17, 19, 23, 29, 31};  // MAX_RADIX = 31
 
@@ -64,7 +69,7 @@ std::optional<std::pair<uint32_t, uint32_t>> packed_radices(uint32_t length) {
 }
 
 struct FftLaunch {
-  uint32_t pairs = 0, threads = 0;
+  uint32_t pairs = 0, threads = 0, rounds = 1;
   std::pair<uint32_t, uint32_t> in_radices, out_radices;
 };
 
@@ -78,7 +83,11 @@ std::optional<FftLaunch> fft_launch(const vk::Device& device, const FrequencyCom
     if ((shape.head_dim / 2) % pairs != 0 || values * 8 > shared_bytes) continue;
     const uint64_t threads = std::max<uint64_t>(kMinThreads, (values + kItemsPerThread * 32 - 1) / (kItemsPerThread * 32) * 32);
     if (threads > kMaxThreads) continue;
-    return FftLaunch{pairs, static_cast<uint32_t>(threads), *in_radices, *out_radices};
+    const uint32_t pair_bytes = 2 * static_cast<uint32_t>(dtype_size(shape.dtype));
+    uint32_t rounds = 1;
+    while (rounds < kMaxRounds && pairs * rounds * pair_bytes < kSegmentBytes && (shape.head_dim / 2) % (pairs * rounds * 2) == 0)
+      rounds *= 2;
+    return FftLaunch{pairs, static_cast<uint32_t>(threads), rounds, *in_radices, *out_radices};
   }
   return std::nullopt;
 }
@@ -130,13 +139,17 @@ void frequency_compress_vulkan(Backend& backend, const FrequencyCompressShape& s
   const std::optional<FftLaunch> launch = fft_launch(backend.device(), shape);
   Tensor& table = prepared_table(backend, shape, launch.has_value());
   if (launch) {
+    // The shader loads a thread's 2 * rounds elements as one word of up to 16 bytes.
+    const size_t first = args.states.offset / element_bytes;
+    uint32_t rounds = launch->rounds;
+    while (first % std::min<size_t>(2 * rounds, 16 / element_bytes) != 0) rounds /= 2;
     const vk::KernelSpec spec{"frequency_compress", 2, sizeof(Push),
                               {launch->threads, shape.head_dim, shape.dtype == Dtype::F16, launch->pairs, shape.in_length,
                                shape.out_length, launch->in_radices.first, launch->in_radices.second,
-                               launch->out_radices.first, launch->out_radices.second}};
-    const Push push{static_cast<uint32_t>(args.states.offset / element_bytes), shape.head_stride * shape.head_dim};
+                               launch->out_radices.first, launch->out_radices.second, rounds}};
+    const Push push{static_cast<uint32_t>(first), shape.head_stride * shape.head_dim};
     backend.recorder().dispatch(spec, {slice(View{args.states.tensor, 0}), slice(view(table))}, &push,
-                                shape.head_dim / 2 / launch->pairs, shape.num_heads, 1);
+                                shape.head_dim / 2 / (launch->pairs * rounds), shape.num_heads, 1);
     return;
   }
   Tensor& compressed = backend.scratch(ScratchId::FrequencyCompressed, size_t(shape.num_heads) * shape.out_length * row_bytes);
