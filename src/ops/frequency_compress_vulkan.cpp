@@ -13,12 +13,14 @@
 // e.g. N - S = 2044 = 4 * 7 * 73 (7.2 ms on the H100, f32) or N > 6144. L * N multiply-adds per
 // column, out of place through scratch, then copied back.
 //
-// Where the FFT route's time goes at N - S = 4092 (H100, f32 / f16, 32 layers): loading and
+// Where the FFT route's time went at N - S = 4092 (H100, f32 / f16, 32 layers): loading and
 // storing alone 1.85 / 1.08 ms, the radix-11 and -31 stages 1.0 ms, the rest 0.3 ms. The loads
-// are the problem: only one pair (8 bytes of a 512-byte f32 row) fits per workgroup at this N,
-// so every 32-byte sector crosses from L2 four (f16: eight) times. Reaching the 0.28 ms floor
-// needs wider column blocks per workgroup: the signal held in registers, with shared memory
-// only as the exchange buffer between stages.
+// were the problem: only one pair (8 bytes of a 512-byte f32 row) fits per workgroup at this N,
+// and the time followed the number of L2 requests. Holding 2 (f32) or 4 (f16) pairs in
+// registers and taking them through shared memory in turn, each thread moving 16 contiguous
+// bytes of a row, took the whole op from 3.18 / 2.43 ms to 1.97 / 1.82 ms. The floor is 0.28 ms
+// f32: what is left is the FFT stages (odd radices leave most threads idle) and, in f16, the
+// registers that four held pairs cost.
 //
 // Why not VkFFT (vulkan/fft.h): its DCT refuses N = 4092 and goes wrong along the cache's
 // strided axis on the H100 (../shared/GPU.md), so it would need a transpose into [head][d][N],
