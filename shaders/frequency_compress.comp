@@ -112,7 +112,7 @@ void fft_stage(uint length, uint roots, uint radix, uint span, bool inverse) {
       x[q] = signal[first + q * stride];
       if (inverse && q > 0) x[q] = complex_mul(x[q], twiddles[roots + j * q * root_step] * vec2(1.0, -1.0));
     }
-    small_dft(x, radix, roots, length / radix, inverse);
+    small_dft(x, radix, inverse);
     [[unroll]] for (uint q = 0; q < radix; ++q) {
       if (!inverse && q > 0) x[q] = complex_mul(x[q], twiddles[roots + j * q * root_step]);
       signal[first + q * stride] = x[q];

@@ -18,7 +18,8 @@
 // were the problem: only one pair (8 bytes of a 512-byte f32 row) fits per workgroup at this N,
 // and the time followed the number of L2 requests. Holding 2 (f32) or 4 (f16) pairs in
 // registers and taking them through shared memory in turn, each thread moving 16 contiguous
-// bytes of a row, took the whole op from 3.18 / 2.43 ms to 1.97 / 1.82 ms. The floor is 0.28 ms
+// bytes of a row, took the whole op from 3.18 / 2.43 ms to 1.97 / 1.82 ms; the odd-prime
+// butterflies' roots as constants, to 1.90 / 1.74 ms. The floor is 0.28 ms
 // f32: what is left is the FFT stages (odd radices leave most threads idle) and, in f16, the
 // registers that four held pairs cost.
 //
