@@ -13,17 +13,21 @@
 // e.g. N - S = 2044 = 4 * 7 * 73 (7.2 ms on the H100, f32) or N > 6144. L * N multiply-adds per
 // column, out of place through scratch, then copied back.
 //
-// Where the FFT route's time goes at N - S = 4092 (H100, f32 / f16, 32 layers): loading and
+// Where the FFT route's time went at N - S = 4092 (H100, f32 / f16, 32 layers): loading and
 // storing alone 1.85 / 1.08 ms, the radix-11 and -31 stages 1.0 ms, the rest 0.3 ms. The loads
-// are the problem: only one pair (8 bytes of a 512-byte f32 row) fits per workgroup at this N,
-// so every 32-byte sector crosses from L2 four (f16: eight) times. Reaching the 0.28 ms floor
-// needs wider column blocks per workgroup: the signal held in registers, with shared memory
-// only as the exchange buffer between stages.
+// were the problem: only one pair (8 bytes of a 512-byte f32 row) fits per workgroup at this N,
+// and the time followed the number of L2 requests. Holding 2 (f32) or 4 (f16) pairs in
+// registers and taking them through shared memory in turn, each thread moving 16 contiguous
+// bytes of a row, took the whole op from 3.18 / 2.43 ms to 1.97 / 1.82 ms; the odd-prime
+// butterflies' roots as constants, to 1.90 / 1.74 ms. The floor is 0.28 ms
+// f32: what is left is the FFT stages (odd radices leave most threads idle) and, in f16, the
+// registers that four held pairs cost.
 //
 // Why not VkFFT (vulkan/fft.h): its DCT refuses N = 4092 and goes wrong along the cache's
 // strided axis on the H100 (../shared/GPU.md), so it would need a transpose into [head][d][N],
 // an R2C FFT, a twiddle pass, an inverse FFT and a transpose back: five passes over memory
 // where the fused kernel makes one.
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <vector>
@@ -40,6 +44,10 @@ namespace {
 constexpr uint32_t kItemsPerThread = 8;  // ITEMS_PER_THREAD in the shader
 constexpr uint32_t kMaxStages = 8;       // MAX_STAGES
 constexpr uint32_t kMaxPairs = 8;        // 16 dims: 64-byte row segments in f32
+constexpr uint32_t kMaxRounds = 4;       // MAX_ROUNDS
+// Bytes of a row each thread reads and writes at once, where shared memory holds too few pairs
+// for that: ROUNDS batches of pairs then ride in registers.
+constexpr uint32_t kSegmentBytes = 16;
 constexpr uint32_t kMinThreads = 64, kMaxThreads = 1024;
 constexpr uint32_t kOddRadices[] = {3, 5, 7, 11, 13, 17, 19, 23, 29, 31};  // MAX_RADIX = 31
 
@@ -64,7 +72,7 @@ std::optional<std::pair<uint32_t, uint32_t>> packed_radices(uint32_t length) {
 }
 
 struct FftLaunch {
-  uint32_t pairs = 0, threads = 0;
+  uint32_t pairs = 0, threads = 0, rounds = 1;
   std::pair<uint32_t, uint32_t> in_radices, out_radices;
 };
 
@@ -78,7 +86,11 @@ std::optional<FftLaunch> fft_launch(const vk::Device& device, const FrequencyCom
     if ((shape.head_dim / 2) % pairs != 0 || values * 8 > shared_bytes) continue;
     const uint64_t threads = std::max<uint64_t>(kMinThreads, (values + kItemsPerThread * 32 - 1) / (kItemsPerThread * 32) * 32);
     if (threads > kMaxThreads) continue;
-    return FftLaunch{pairs, static_cast<uint32_t>(threads), *in_radices, *out_radices};
+    const uint32_t pair_bytes = 2 * static_cast<uint32_t>(dtype_size(shape.dtype));
+    uint32_t rounds = 1;
+    while (rounds < kMaxRounds && pairs * rounds * pair_bytes < kSegmentBytes && (shape.head_dim / 2) % (pairs * rounds * 2) == 0)
+      rounds *= 2;
+    return FftLaunch{pairs, static_cast<uint32_t>(threads), rounds, *in_radices, *out_radices};
   }
   return std::nullopt;
 }
@@ -130,13 +142,17 @@ void frequency_compress_vulkan(Backend& backend, const FrequencyCompressShape& s
   const std::optional<FftLaunch> launch = fft_launch(backend.device(), shape);
   Tensor& table = prepared_table(backend, shape, launch.has_value());
   if (launch) {
+    // The shader loads a thread's 2 * rounds elements as one word of up to 16 bytes.
+    const size_t first = args.states.offset / element_bytes;
+    uint32_t rounds = launch->rounds;
+    while (first % std::min<size_t>(2 * rounds, 16 / element_bytes) != 0) rounds /= 2;
     const vk::KernelSpec spec{"frequency_compress", 2, sizeof(Push),
                               {launch->threads, shape.head_dim, shape.dtype == Dtype::F16, launch->pairs, shape.in_length,
                                shape.out_length, launch->in_radices.first, launch->in_radices.second,
-                               launch->out_radices.first, launch->out_radices.second}};
-    const Push push{static_cast<uint32_t>(args.states.offset / element_bytes), shape.head_stride * shape.head_dim};
+                               launch->out_radices.first, launch->out_radices.second, rounds}};
+    const Push push{static_cast<uint32_t>(first), shape.head_stride * shape.head_dim};
     backend.recorder().dispatch(spec, {slice(View{args.states.tensor, 0}), slice(view(table))}, &push,
-                                shape.head_dim / 2 / launch->pairs, shape.num_heads, 1);
+                                shape.head_dim / 2 / (launch->pairs * rounds), shape.num_heads, 1);
     return;
   }
   Tensor& compressed = backend.scratch(ScratchId::FrequencyCompressed, size_t(shape.num_heads) * shape.out_length * row_bytes);
