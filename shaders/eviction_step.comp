@@ -49,6 +49,13 @@ void sync() {
   barrier();
 }
 
+// The reduction's rounds only exchange shared memory: no buffer barrier (a device-wide fence
+// on every round of ten, at 1024 threads).
+void sync_shared() {
+  memoryBarrierShared();
+  barrier();
+}
+
 // (score, rank) a before b: lower score, ties to the lower rank; NONE ranks last.
 bool before(float score_a, uint rank_a, float score_b, uint rank_b) {
   return rank_a != NONE && (rank_b == NONE || score_a < score_b || (score_a == score_b && rank_a < rank_b));
@@ -69,16 +76,16 @@ uint reduce_lowest(float best, uint best_rank) {
   const uint t = gl_LocalInvocationID.x;
   best_score_s[t] = best;
   best_rank_s[t] = best_rank;
-  sync();
+  sync_shared();
   for (uint stride = WG / 2; stride > 0; stride /= 2) {
     if (t < stride && before(best_score_s[t + stride], best_rank_s[t + stride], best_score_s[t], best_rank_s[t])) {
       best_score_s[t] = best_score_s[t + stride];
       best_rank_s[t] = best_rank_s[t + stride];
     }
-    sync();
+    sync_shared();
   }
   const uint result = best_rank_s[0];
-  sync();  // slot 0 is rewritten by the next reduction
+  sync_shared();  // slot 0 is rewritten by the next reduction
   return result;
 }
 
