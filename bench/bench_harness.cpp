@@ -15,9 +15,23 @@ namespace kvc::bench {
 
 double median_us(Backend& backend, const Timing& timing, const std::function<void()>& record) {
   vk::Recorder& recorder = backend.recorder();
-  backend.begin();
-  for (int i = 0; i < timing.warmup; ++i) record();  // pipelines, caches and clocks warm up
-  backend.submit();
+  // Pipelines and caches warm up in the first runs, the clocks only under sustained load: the
+  // GPU slows down while the host prepares a row's inputs (up to seconds for the largest), and
+  // a few warm-up runs left later memory-bound rows measured at a quarter of their speed on the
+  // H100 (L = 32K decode: 59 us first in a process, 225 us after other rows). So the warm-up
+  // keeps the GPU busy for kWarmupNs of its own time, in submissions of at most kWarmupBatch runs.
+  constexpr double kWarmupNs = 200e6;
+  constexpr int kWarmupBatch = 64;
+  double warm_ns = 0;
+  for (int runs = 0, batch = std::max(1, timing.warmup); runs < timing.warmup || warm_ns < kWarmupNs;
+       runs += batch, batch = std::min(2 * batch, kWarmupBatch)) {
+    backend.begin();
+    const uint32_t from = recorder.timestamp();
+    for (int i = 0; i < batch; ++i) record();
+    const uint32_t to = recorder.timestamp();
+    backend.submit();
+    warm_ns += recorder.elapsed_ns(from, to);
+  }
   backend.begin();
   std::vector<uint32_t> marks{recorder.timestamp()};
   for (int i = 0; i < timing.repetitions; ++i) {
