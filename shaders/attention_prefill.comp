@@ -24,7 +24,7 @@ layout(constant_id = 4) const uint ROTARY_DIMS = 0;
 #include "elements.glsl"
 #include "rope.glsl"
 
-layout(binding = 0) readonly buffer Query { float q_rot[]; };  // [num_queries][num_q_heads][HEAD_DIM], scaled
+layout(binding = 0) readonly buffer Query { vec4 q_rot[]; };  // [num_queries][num_q_heads][HEAD_DIM / 4], scaled
 layout(binding = 1) readonly buffer Keys { uint k_words[]; };
 layout(binding = 2) readonly buffer Values { uint v_words[]; };
 layout(binding = 3) readonly buffer Positions { int positions[]; };
@@ -41,25 +41,32 @@ layout(push_constant) uniform Push {
 } push;
 
 #include "key_chunk.glsl"
-#include "window_query.glsl"
 
-// Thread (row_group, column) owns rows ROWS * row_group + 0..7 of the block; of S, keys
-// KEYS * column + 0..3 of the tile; of O, dim quads column and COLUMNS + column. A subgroup's
-// columns read consecutive key (or dim) quads of shared memory and share one row quad
-// (broadcast): no bank conflicts. ROWS and KEYS are fixed: they size register arrays.
+// Thread (row_group, column) owns rows row_group + r * ROW_GROUPS (r < ROWS) of the block; of
+// S, keys column + j * COLUMNS (j < KEYS) of the tile; of O, dim quads column and COLUMNS +
+// column. ROWS and KEYS are fixed: they size register arrays. Threads are numbered in blocks
+// of COLUMN_BLOCK columns x all row groups, so a 32-wide subgroup is 4 row groups x 8
+// columns: its shared reads are 4 consecutive rows (one per row group, broadcast to the
+// columns) and 8 keys or dim quads, each within one 128-byte wavefront. Round 1 of this
+// kernel (a subgroup of 2 row groups x 16 columns, queries and keys staged transposed with
+// scalar loads and stores) was bound by shared and L1 wavefronts: 68 ms on the H100 row.
 const uint WG = gl_WorkGroupSize.x;
 const uint ROWS = 8;
 const uint KEYS = 4;
+const uint CHUNKS = HEAD_DIM / 4;
 const uint COLUMNS = HEAD_DIM / 8;
+const uint COLUMN_BLOCK = COLUMNS % 8u == 0u ? 8u : COLUMNS;
 const uint ROW_GROUPS = WG / COLUMNS;
 const uint ROW_TILE = ROWS * ROW_GROUPS;
 const uint KEY_TILE = KEYS * COLUMNS;
 const uint DIM_STEP = 8;  // head_dim is a multiple of 8
+const uint STEP_CHUNKS = DIM_STEP / 4;
 const uint S_STEPS = HEAD_DIM / DIM_STEP;
-// A stage is DIM_STEP dims of the block's queries and the tile's keys ([dim][row or key
-// quad]), or V_STEP keys' values ([key][dim quad]), in vec4 items.
-const uint Q_ITEMS = ROW_TILE * DIM_STEP / 4;
-const uint S_ITEMS = Q_ITEMS + KEY_TILE * DIM_STEP / 4;
+// A stage is DIM_STEP dims of the block's queries ([row][chunk]) and the tile's keys
+// ([key][chunk], chunks swapped on every other key quad so 8 consecutive keys fall in
+// distinct banks), or V_STEP keys' values ([key][dim quad]), in vec4 items.
+const uint Q_ITEMS = ROW_TILE * STEP_CHUNKS;
+const uint S_ITEMS = Q_ITEMS + KEY_TILE * STEP_CHUNKS;
 // 8 keys of values where they fit the queries' and keys' space and divide the tile, else 4.
 const uint V_STEP = COLUMNS % 2u != 0u ? 4u : 8u * CHUNKS <= S_ITEMS ? 8u : 4u;
 const uint V_ITEMS = V_STEP * CHUNKS;
@@ -68,10 +75,13 @@ const uint ITEMS_PER_THREAD = (S_ITEMS + WG - 1) / WG;
 // >= ITEMS_PER_THREAD for every head_dim with the host's row groups: 17 at head_dim 8, where
 // each thread stages its own rows' queries; at most 3 from head_dim 56 on.
 const uint MAX_ITEMS = 17;
+// P is [key][row quad][row group]; a quad is rows r = 4 * quad + 0..3 of a row group. Keys
+// are padded by a quad so the 8 columns' stores of consecutive keys hit distinct banks.
+const uint P_STRIDE = ROW_TILE / 4 + 1;
 
-shared vec4 stage[2 * S_ITEMS];                // double-buffered: one barrier per step
-shared vec4 p_tile[ROW_TILE * (KEY_TILE / 4)];  // [row][key quad]
-shared float row_part[ROW_TILE * COLUMNS];      // [row][column]: partial row maxima, then sums
+shared vec4 stage[2 * S_ITEMS];             // double-buffered: one barrier per step
+shared vec4 p_tile[KEY_TILE * P_STRIDE];
+shared float row_part[ROW_TILE * COLUMNS];  // [row][column]: partial row maxima, then sums
 
 struct Block {
   uint kv_head;
@@ -80,6 +90,8 @@ struct Block {
   uint keys_end;   // slots the block's last row sees
 };
 
+uint key_item(uint key, uint chunk) { return Q_ITEMS + key * STEP_CHUNKS + (chunk ^ ((key / 4u) % STEP_CHUNKS)); }
+
 // Item `item` of step `step` of the tile starting at slot `tile`, as this thread loads it.
 vec4 stage_item(Block block, uint tile, uint step, uint item) {
   if (step >= S_STEPS) {
@@ -87,37 +99,29 @@ vec4 stage_item(Block block, uint tile, uint step, uint item) {
     if (slot >= block.keys_end) return vec4(0.0);  // zero, not garbage: p = 0 multiplies it
     return KVC_LOAD_VEC4(v_words, KV_F16, (block.slot_base + slot) * HEAD_DIM + 4u * (item % CHUNKS));
   }
-  const uint chunk = step * (DIM_STEP / 4) + item % 2u;
+  const uint chunk = step * STEP_CHUNKS + item % STEP_CHUNKS;
   if (item < Q_ITEMS) {
-    const uint row = block.first_row + item / 2u;
+    const uint row = block.first_row + item / STEP_CHUNKS;
     if (row >= push.num_queries * push.group_size) return vec4(0.0);
-    return query_chunk(row / push.group_size, block.kv_head * push.group_size + row % push.group_size, chunk);
+    const uint query = row / push.group_size, head = block.kv_head * push.group_size + row % push.group_size;
+    return q_rot[(query * push.num_q_heads + head) * CHUNKS + chunk];
   }
-  const uint slot = tile + (item - Q_ITEMS) / 2u;
+  const uint slot = tile + (item - Q_ITEMS) / STEP_CHUNKS;
   if (slot >= block.keys_end) return vec4(0.0);
   const uint position = ROPE_STYLE != 0 ? uint(positions[block.slot_base + slot]) : 0u;
   return key_chunk((block.slot_base + slot) * HEAD_DIM, 4u * chunk, position);
 }
 
-void store_item(uint stage_half, uint step, uint item, vec4 value) {
-  const uint base = stage_half * S_ITEMS;
-  if (step >= S_STEPS) {
-    stage[base + item] = value;
-    return;
-  }
-  const uint dim = 4u * (item % 2u);
-  if (item < Q_ITEMS) {
-    const uint row = item / 2u;
-    [[unroll]] for (uint e = 0; e < 4; ++e) stage[base + (dim + e) * (ROW_TILE / 4) + row / 4u][row % 4u] = value[e];
-  } else {
-    const uint key = (item - Q_ITEMS) / 2u;
-    [[unroll]] for (uint e = 0; e < 4; ++e) stage[base + Q_ITEMS + (dim + e) * (KEY_TILE / 4) + key / 4u][key % 4u] = value[e];
-  }
+void store_item(uint base, uint step, uint item, vec4 value) {
+  if (step >= S_STEPS || item < Q_ITEMS) stage[base + item] = value;
+  else stage[base + key_item((item - Q_ITEMS) / STEP_CHUNKS, item % STEP_CHUNKS)] = value;
 }
 
 void main() {
   const uint thread = gl_LocalInvocationID.x;
-  const uint column = thread % COLUMNS, row_group = thread / COLUMNS;
+  const uint in_block = thread % (COLUMN_BLOCK * ROW_GROUPS);
+  const uint row_group = in_block / COLUMN_BLOCK;
+  const uint column = thread / (COLUMN_BLOCK * ROW_GROUPS) * COLUMN_BLOCK + in_block % COLUMN_BLOCK;
   const uint rows = push.num_queries * push.group_size;
   const uint first_chunk_slot = push.num_slots - push.num_queries;
   Block block;
@@ -127,7 +131,6 @@ void main() {
   block.keys_end = first_chunk_slot + (min(block.first_row + ROW_TILE, rows) - 1u) / push.group_size + 1u;
   // Tiles ending at or below this see no masked slot for any row of the block.
   const uint unmasked_end = first_chunk_slot + block.first_row / push.group_size + 1u;
-  const uint own_row = ROWS * row_group;  // the thread's first row within the block
 
   vec4 staged[MAX_ITEMS];
   [[unroll]] for (uint i = 0; i < ITEMS_PER_THREAD; ++i) {
@@ -151,13 +154,14 @@ void main() {
 
   uint stage_half = 0;
   for (uint tile = 0; tile < block.keys_end; tile += KEY_TILE) {
-    vec4 s[ROWS];
+    vec4 s[ROWS];  // s[r][j]: row r, key j
     [[unroll]] for (uint r = 0; r < ROWS; ++r) s[r] = vec4(0.0);
     for (uint step = 0; step < STEPS; ++step) {
+      const uint base = stage_half * S_ITEMS;
       const uint items = step < S_STEPS ? S_ITEMS : V_ITEMS;
       [[unroll]] for (uint i = 0; i < ITEMS_PER_THREAD; ++i) {
         const uint item = thread + i * WG;
-        if (item < items) store_item(stage_half, step, item, staged[i]);
+        if (item < items) store_item(base, step, item, staged[i]);
       }
       barrier();
 
@@ -171,30 +175,27 @@ void main() {
         }
       }
 
-      const uint base = stage_half * S_ITEMS;
       if (step < S_STEPS) {
-        [[unroll]] for (uint d = 0; d < DIM_STEP; ++d) {
-          const vec4 rows_low = stage[base + d * (ROW_TILE / 4) + own_row / 4u];
-          const vec4 rows_high = stage[base + d * (ROW_TILE / 4) + own_row / 4u + 1u];
-          const vec4 keys = stage[base + Q_ITEMS + d * (KEY_TILE / 4) + column];
-          [[unroll]] for (uint r = 0; r < 4; ++r) {
-            s[r] += rows_low[r] * keys;
-            s[4 + r] += rows_high[r] * keys;
+        [[unroll]] for (uint chunk = 0; chunk < STEP_CHUNKS; ++chunk) {
+          vec4 keys[KEYS];
+          [[unroll]] for (uint j = 0; j < KEYS; ++j) keys[j] = stage[base + key_item(j * COLUMNS + column, chunk)];
+          [[unroll]] for (uint r = 0; r < ROWS; ++r) {
+            const vec4 q = stage[base + (r * ROW_GROUPS + row_group) * STEP_CHUNKS + chunk];
+            [[unroll]] for (uint e = 0; e < 4; ++e) s[r] += q[e] * vec4(keys[0][e], keys[1][e], keys[2][e], keys[3][e]);
           }
         }
       } else {
-        const uint first_quad = (step - S_STEPS) * (V_STEP / 4);
-        [[unroll]] for (uint quad = 0; quad < V_STEP / 4; ++quad) {
-          vec4 p[ROWS];
-          [[unroll]] for (uint r = 0; r < ROWS; ++r) p[r] = p_tile[(own_row + r) * (KEY_TILE / 4) + first_quad + quad];
-          [[unroll]] for (uint e = 0; e < 4; ++e) {
-            const uint key = 4u * quad + e;
-            const vec4 values_low = stage[base + key * CHUNKS + column];
-            const vec4 values_high = stage[base + key * CHUNKS + COLUMNS + column];
-            [[unroll]] for (uint r = 0; r < ROWS; ++r) {
-              tile_acc[r][0] += p[r][e] * values_low;
-              tile_acc[r][1] += p[r][e] * values_high;
-            }
+        const uint first_key = (step - S_STEPS) * V_STEP;
+        [[unroll]] for (uint key = 0; key < V_STEP; ++key) {
+          const vec4 p_low = p_tile[(first_key + key) * P_STRIDE + row_group];
+          const vec4 p_high = p_tile[(first_key + key) * P_STRIDE + ROW_GROUPS + row_group];
+          const vec4 values_low = stage[base + key * CHUNKS + column];
+          const vec4 values_high = stage[base + key * CHUNKS + COLUMNS + column];
+          [[unroll]] for (uint r = 0; r < 4; ++r) {
+            tile_acc[r][0] += p_low[r] * values_low;
+            tile_acc[r][1] += p_low[r] * values_high;
+            tile_acc[4 + r][0] += p_high[r] * values_low;
+            tile_acc[4 + r][1] += p_high[r] * values_high;
           }
         }
       }
@@ -213,38 +214,42 @@ void main() {
         const bool masked = tile + KEY_TILE > unmasked_end;
         [[unroll]] for (uint r = 0; r < ROWS; ++r) {
           if (masked) {
-            const uint last_visible = first_chunk_slot + (block.first_row + own_row + r) / push.group_size;
-            [[unroll]] for (uint e = 0; e < KEYS; ++e)
-              if (tile + KEYS * column + e > last_visible) s[r][e] = KVC_NEG_INF;
+            const uint last_visible = first_chunk_slot + (block.first_row + r * ROW_GROUPS + row_group) / push.group_size;
+            [[unroll]] for (uint j = 0; j < KEYS; ++j)
+              if (tile + j * COLUMNS + column > last_visible) s[r][j] = KVC_NEG_INF;
           }
-          row_part[(own_row + r) * COLUMNS + column] = max(max(s[r].x, s[r].y), max(s[r].z, s[r].w));
+          row_part[(r * ROW_GROUPS + row_group) * COLUMNS + column] = max(max(s[r].x, s[r].y), max(s[r].z, s[r].w));
         }
         barrier();
         [[unroll]] for (uint r = 0; r < ROWS; ++r) {
           float tile_max = KVC_NEG_INF;
-          [[unroll]] for (uint c = 0; c < COLUMNS; ++c) tile_max = max(tile_max, row_part[(own_row + r) * COLUMNS + c]);
+          [[unroll]] for (uint c = 0; c < COLUMNS; ++c)
+            tile_max = max(tile_max, row_part[(r * ROW_GROUPS + row_group) * COLUMNS + c]);
           const float m_new = max(m[r], tile_max);
           const float correction = exp(m[r] - m_new);
           m[r] = m_new;
           acc[r][0] *= correction;
           acc[r][1] *= correction;
           tile_acc[r][0] = tile_acc[r][1] = vec4(0.0);
-          const vec4 p = exp(s[r] - m_new);
-          l[r] = l[r] * correction + (p.x + p.y) + (p.z + p.w);
-          p_tile[(own_row + r) * (KEY_TILE / 4) + column] = p;
+          s[r] = exp(s[r] - m_new);  // P
+          l[r] = l[r] * correction + (s[r].x + s[r].y) + (s[r].z + s[r].w);
         }
+        [[unroll]] for (uint j = 0; j < KEYS; ++j)
+          [[unroll]] for (uint quad = 0; quad < 2; ++quad)
+            p_tile[(j * COLUMNS + column) * P_STRIDE + quad * ROW_GROUPS + row_group] =
+                vec4(s[4 * quad][j], s[4 * quad + 1][j], s[4 * quad + 2][j], s[4 * quad + 3][j]);
       }
     }
   }
 
   // The last reads of row_part were followed by the values steps' barriers.
-  [[unroll]] for (uint r = 0; r < ROWS; ++r) row_part[(own_row + r) * COLUMNS + column] = l[r];
+  [[unroll]] for (uint r = 0; r < ROWS; ++r) row_part[(r * ROW_GROUPS + row_group) * COLUMNS + column] = l[r];
   barrier();
   [[unroll]] for (uint r = 0; r < ROWS; ++r) {
-    const uint row = block.first_row + own_row + r;
+    const uint row = block.first_row + r * ROW_GROUPS + row_group;
     if (row >= rows) continue;
     float total = 0.0;
-    [[unroll]] for (uint c = 0; c < COLUMNS; ++c) total += row_part[(own_row + r) * COLUMNS + c];
+    [[unroll]] for (uint c = 0; c < COLUMNS; ++c) total += row_part[(r * ROW_GROUPS + row_group) * COLUMNS + c];
     const uint query = row / push.group_size, head = block.kv_head * push.group_size + row % push.group_size;
     const uint out_base = (query * push.num_q_heads + head) * HEAD_DIM;
     [[unroll]] for (uint half_row = 0; half_row < 2; ++half_row) {
