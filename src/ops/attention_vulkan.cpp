@@ -16,8 +16,12 @@ constexpr uint32_t kDecodeGroupBlock = 8;   // query heads sharing one read of K
 // bandwidth where 1024 and more ran at 67-70% (docs/benchmarks.md).
 constexpr uint32_t kDecodeTargetGroups = 512;
 constexpr uint32_t kMergeWorkgroup = 128;  // a power of two (the merge's tree reduction)
-constexpr uint32_t kPrefillWorkgroup = 64;  // query rows per workgroup
-constexpr uint32_t kPrefillTileFloats = 2048;  // per K or V tile: 8 KiB of shared memory each
+// attention_prefill: a workgroup is row groups x head_dim / 8 threads, 8 rows per row group;
+// up to kPrefillThreads threads (at most 16 row groups: small heads would stage too many
+// query rows per thread), which keeps its shared memory under 32 KiB for every head_dim.
+constexpr uint32_t kPrefillThreads = 128;
+constexpr uint32_t kPrefillMaxRowGroups = 16;
+constexpr uint32_t kPrefillRowsPerGroup = 8;  // the shader's ROWS
 constexpr uint32_t kScoresWorkgroup = 64;
 
 struct DecodePush {
@@ -88,11 +92,13 @@ void attention_vulkan(Backend& backend, const AttentionShape& shape, const Atten
                         group_count(shape.num_slots, kScoresWorkgroup), shape.num_kv_heads);
     }
   } else {
-    const uint32_t key_tile = std::max(1u, kPrefillTileFloats / dim);
+    const uint32_t columns = dim / 8;
+    const uint32_t row_groups = std::min(kPrefillMaxRowGroups, kPrefillThreads / columns);
     const ChunkPush push{shape.num_slots, shape.slot_stride, shape.num_queries, group, shape.num_q_heads};
-    recorder.dispatch({"attention_prefill", 7, sizeof(ChunkPush), {kPrefillWorkgroup, dim, key_tile, f16, rope_style, rotary_dims}},
+    recorder.dispatch({"attention_prefill", 7, sizeof(ChunkPush), {row_groups * columns, dim, f16, rope_style, rotary_dims}},
                       {slice(view(q_rot)), slice(args.k), slice(args.v), positions, turns, slice(args.out), slice(view(lse))},
-                      &push, group_count(uint64_t(shape.num_queries) * group, kPrefillWorkgroup), shape.num_kv_heads);
+                      &push, group_count(uint64_t(shape.num_queries) * group, row_groups * kPrefillRowsPerGroup),
+                      shape.num_kv_heads);
   }
 
   if (!decode && args.scores) {

@@ -1,6 +1,6 @@
 // Vulkan attention against the CPU reference on fresh random inputs over a grid of shapes:
 // decode (flash-decoding split + merge) and causal chunks, with and without RoPE, f32 and
-// f16, GQA ratios 1, 4 and 8, head_dim 64, 96 and 128, cache lengths from 1 to 70000.
+// f16, GQA ratios 1, 4 and 8, head_dim 8 to 256, cache lengths from 1 to 70000.
 #include <doctest/doctest.h>
 
 #include "support/attention_case.h"
@@ -68,14 +68,37 @@ TEST_CASE("decode attention on Vulkan with more query heads per kv head than one
 }
 
 TEST_CASE("causal chunk attention on Vulkan equals the CPU reference") {
+  // A workgroup takes 64 rows (head_dim 128) to 128 rows (head_dim 64) of one kv head, rows
+  // being query x group head: 63, 64 and 129 rows at ratio 1 fall just inside and outside
+  // such blocks, and 5 queries leave most of a block empty.
+  const uint32_t gqa[][2] = {{4, 4}, {8, 2}, {8, 1}};  // ratios 1, 4, 8
   for (Dtype dtype : {Dtype::F32, Dtype::F16})
     for (uint32_t head_dim : {64u, 96u, 128u})
-      for (uint32_t queries : {2u, 5u, 64u, 129u})
-        for (uint32_t cached : {0u, 3u, 1000u}) {
-          const kvc_rope_style rope = (queries + cached) % 2 ? KVC_ROPE_NEOX : KVC_ROPE_NONE;
-          const uint32_t kv_heads = queries == 64 ? 1 : 2;
-          check_against_cpu(make_shape(8, kv_heads, head_dim, queries, cached + queries, dtype, rope));
-        }
+      for (const auto& heads : gqa)
+        for (uint32_t queries : {2u, 5u, 63u, 129u})
+          for (uint32_t cached : {0u, 3u, 1000u}) {
+            const kvc_rope_style rope = (queries + cached) % 2 ? KVC_ROPE_NEOX : KVC_ROPE_NONE;
+            check_against_cpu(make_shape(heads[0], heads[1], head_dim, queries, cached + queries, dtype, rope));
+          }
+}
+
+TEST_CASE("causal chunk attention on Vulkan: head dims 8 to 256, interleaved and partial RoPE") {
+  // 8: each thread stages its own rows' queries; 40 and 72: an odd number of 8-dim columns
+  // (values staged 4 keys at a time); 256: 32-row blocks over 128-key tiles.
+  for (Dtype dtype : {Dtype::F32, Dtype::F16})
+    for (uint32_t head_dim : {8u, 40u, 72u, 256u}) {
+      check_against_cpu(make_shape(8, 2, head_dim, 37, 37 + 300, dtype, KVC_ROPE_INTERLEAVED));
+      check_against_cpu(make_shape(4, 1, head_dim, 70, 70 + 129, dtype, KVC_ROPE_NEOX, head_dim / 2 / 8 * 8 + 8));
+    }
+  check_against_cpu(make_shape(8, 2, 128, 65, 65 + 500, Dtype::F32, KVC_ROPE_INTERLEAVED, 64));
+  check_against_cpu(make_shape(8, 2, 128, 65, 65 + 500, Dtype::F16, KVC_ROPE_NEOX, 32));
+}
+
+TEST_CASE("causal chunk attention on Vulkan over a long cache, peaked and flat softmax") {
+  for (Dtype dtype : {Dtype::F32, Dtype::F16}) {
+    check_against_cpu(make_shape(8, 2, 128, 100, 100 + 9000, dtype), 2.0f);
+    check_against_cpu(make_shape(8, 2, 128, 100, 100 + 9000, dtype, KVC_ROPE_NEOX, 64), 8.0f);
+  }
 }
 
 }  // namespace kvc
