@@ -12,6 +12,7 @@ import json
 import pathlib
 import statistics
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
@@ -20,9 +21,13 @@ from torch.nn.attention.bias import causal_lower_right
 DTYPES = {"f16": torch.float16, "f32": torch.float32}
 
 
-def median_us(step, warmup=3, repetitions=25):
-    for _ in range(warmup):
+def median_us(step, warmup=3, repetitions=25, warm_seconds=0.2):
+    # As kvc-bench: keep the GPU busy for warm_seconds first, so its clocks are up.
+    started, runs = time.perf_counter(), 0
+    while runs < warmup or time.perf_counter() - started < warm_seconds:
         step()
+        torch.cuda.synchronize()
+        runs += 1
     times = []
     for _ in range(repetitions):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
