@@ -23,7 +23,8 @@ double median_us(Backend& backend, const Timing& timing, const std::function<voi
   constexpr double kWarmupNs = 200e6;
   constexpr int kWarmupBatch = 64;
   double warm_ns = 0;
-  for (int runs = 0, batch = std::max(1, timing.warmup); runs < timing.warmup || warm_ns < kWarmupNs;
+  constexpr int kMaxWarmupRuns = 100000;  // a bound should the timestamps read zero
+  for (int runs = 0, batch = std::max(1, timing.warmup); runs < timing.warmup || (warm_ns < kWarmupNs && runs < kMaxWarmupRuns);
        runs += batch, batch = std::min(2 * batch, kWarmupBatch)) {
     backend.begin();
     const uint32_t from = recorder.timestamp();

@@ -138,6 +138,9 @@ void main() {
   const uint lane = t % LANES;
   const uint key_lane = t / LANES;
   const bool has_lane = key_lane < KEY_LANES;
+  // Shuffles assume invocation t is lane t % gl_SubgroupSize of its subgroup: Vulkan does not
+  // promise it without full subgroups (VK_EXT_subgroup_size_control), but every driver tested
+  // (NVIDIA, lavapipe) lays compute invocations out so, and the tests compare with the CPU.
   const bool shuffle_reduce = POW2_LANES && gl_SubgroupSize >= LANES;
   // NeoX over the whole row: dim d's partner d +- HEAD_DIM/2 is in lane ^ LANES/2, same subgroup.
   const bool shuffle_partners = ROPE_STYLE == 1 && ROTARY_DIMS == HEAD_DIM && shuffle_reduce;

@@ -1,7 +1,8 @@
 #version 450
 // Per kv head and slot, the attention probability summed over the kv head's query heads and
 // the chunk's queries: sum exp(q.k - lse) over the queries that see the slot (causal).
-// One thread per slot; the log-sum-exps come from attention_merge or attention_prefill.
+// One thread per slot; the log-sum-exps come from attention_prefill (decode's scores come from
+// its own logits: decode_scores).
 #extension GL_GOOGLE_include_directive : require
 
 layout(local_size_x_id = 0) in;

@@ -107,6 +107,11 @@ Tensor& Backend::shared_table(const std::string& key, const std::function<std::v
   return *it->second;
 }
 
+Tensor* Backend::find_shared_table(const std::string& key) {
+  const auto it = shared_tables_.find(key);
+  return it == shared_tables_.end() ? nullptr : it->second.get();
+}
+
 Tensor::Tensor(Backend& backend, size_t bytes) : backend_(backend), bytes_(bytes) {
   if (backend.is_cpu()) host_.resize(bytes);
   else buffer_ = std::make_unique<vk::Buffer>(backend.device(), bytes, vk::MemoryKind::DeviceLocal);

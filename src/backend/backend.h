@@ -69,6 +69,9 @@ class Backend {
   // `build` runs and the result is uploaded the first time `key` is asked for; it is kept for
   // the backend's life. Call outside a submission.
   Tensor& shared_table(const std::string& key, const std::function<std::vector<float>()>& build);
+  // The table built for `key`, or null: for use inside a submission, where building one would
+  // discard what was recorded.
+  Tensor* find_shared_table(const std::string& key);
 
  private:
   Backend(BackendKind kind, std::unique_ptr<vk::Device> device);

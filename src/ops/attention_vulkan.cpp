@@ -1,5 +1,7 @@
-// Vulkan attention: queries rotated and scaled once (rope op), then flash-decoding (split +
-// merge) for one query or the tiled causal kernel for a chunk, then optionally the scores.
+// Vulkan attention: flash-decoding (split + merge) for one query, which rotates its query
+// itself and writes its logits when scores are asked for (decode_scores turns them into
+// scores); for a chunk, queries rotated and scaled once (rope op), the tiled causal kernel, then
+// optionally attention_scores.
 #include <algorithm>
 #include <cmath>
 
@@ -55,10 +57,12 @@ void attention_vulkan(Backend& backend, const AttentionShape& shape, const Atten
   // decode rotates its single query itself (one dispatch less on the latency-bound path).
   const bool decode = shape.num_queries == 1;
   const bool needs_q_rot = !decode;
-  Tensor& q_rot = backend.scratch(ScratchId::AttentionQuery, needs_q_rot ? size_t(shape.num_queries) * shape.num_q_heads * dim * 4 : 4);
-  if (needs_q_rot)
+  Tensor* q_rot = nullptr;
+  if (needs_q_rot) {
+    q_rot = &backend.scratch(ScratchId::AttentionQuery, size_t(shape.num_queries) * shape.num_q_heads * dim * 4);
     rotate_queries(backend, {shape.num_queries, shape.num_q_heads, dim, shape.dtype, shape.rope}, args.q, args.positions,
-                   first_chunk_slot, args.turn_table, q_rot);
+                   first_chunk_slot, args.turn_table, *q_rot);
+  }
 
   if (decode) {
     // The largest divisor of the group up to kDecodeGroupBlock: every head of a block is real,
@@ -76,6 +80,9 @@ void attention_vulkan(Backend& backend, const AttentionShape& shape, const Atten
     // With scores, the decode kernel also writes every (query head, slot) logit, so the scores
     // need not read K again (a second pass over K, RoPE included, cost more than the attention).
     const bool with_logits = args.scores.tensor != nullptr;
+    const uint64_t logit_bytes = uint64_t(shape.num_q_heads) * shape.num_slots * 4;
+    require(!with_logits || logit_bytes <= std::min<uint64_t>(backend.max_buffer_bytes(), uint64_t(1) << 32), KVC_ERROR_CAPACITY,
+            "decode scores need " + std::to_string(logit_bytes) + " bytes of logits (query heads x slots), more than one binding may cover");
     Tensor& logits = backend.scratch(ScratchId::AttentionLogits, with_logits ? size_t(shape.num_q_heads) * shape.num_slots * 4 : 4);
     const DecodePush push{shape.num_slots, shape.slot_stride, num_splits, group, scale};
     recorder.dispatch({"attention_decode", 7, sizeof(DecodePush),
@@ -96,7 +103,7 @@ void attention_vulkan(Backend& backend, const AttentionShape& shape, const Atten
     const uint32_t row_groups = std::min(kPrefillMaxRowGroups, kPrefillThreads / columns);
     const ChunkPush push{shape.num_slots, shape.slot_stride, shape.num_queries, group, shape.num_q_heads};
     recorder.dispatch({"attention_prefill", 7, sizeof(ChunkPush), {row_groups * columns, dim, f16, rope_style, rotary_dims}},
-                      {slice(view(q_rot)), slice(args.k), slice(args.v), positions, turns, slice(args.out), slice(view(lse))},
+                      {slice(view(*q_rot)), slice(args.k), slice(args.v), positions, turns, slice(args.out), slice(view(lse))},
                       &push, group_count(uint64_t(shape.num_queries) * group, row_groups * kPrefillRowsPerGroup),
                       shape.num_kv_heads);
   }
@@ -104,7 +111,7 @@ void attention_vulkan(Backend& backend, const AttentionShape& shape, const Atten
   if (!decode && args.scores) {
     const ChunkPush push{shape.num_slots, shape.slot_stride, shape.num_queries, group, shape.num_q_heads};
     recorder.dispatch({"attention_scores", 6, sizeof(ChunkPush), {kScoresWorkgroup, dim, f16, rope_style, rotary_dims}},
-                      {slice(view(q_rot)), slice(args.k), positions, turns, slice(view(lse)), slice(args.scores)}, &push,
+                      {slice(view(*q_rot)), slice(args.k), positions, turns, slice(view(lse)), slice(args.scores)}, &push,
                       group_count(shape.num_slots, kScoresWorkgroup), shape.num_kv_heads);
   }
 }

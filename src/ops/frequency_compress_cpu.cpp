@@ -53,6 +53,9 @@ void frequency_compress_cpu(const FrequencyCompressShape& shape, const Frequency
 }
 
 void frequency_compress(Backend& backend, const FrequencyCompressShape& shape, const FrequencyCompressArgs& args) {
+  require(shape.out_length >= 1 && shape.out_length < shape.in_length && shape.head_stride >= shape.in_length &&
+              shape.head_dim % 8 == 0 && shape.head_dim >= 8 && shape.head_dim <= 256 && shape.num_heads >= 1,
+          KVC_ERROR_INTERNAL, "frequency_compress: shape out of range (1 <= L < N <= head_stride, head_dim 8..256 step 8)");
   if (backend.is_cpu()) frequency_compress_cpu(shape, args);
   else frequency_compress_vulkan(backend, shape, args);
 }

@@ -7,7 +7,8 @@
 // lives in registers) and one pair's N complex values fit in shared memory (N <= 4096 on
 // lavapipe, 6144 on the H100), small N included: measured on the H100 (32 layers x 8 kv heads,
 // d = 128, f32), N - S = 64 took 0.17 ms on this route against 0.80 ms for N - S = 61 on the
-// dense one, and N - S = 4092 took 3.2 ms (f16 2.4 ms) against the dense route's 26.5 ms.
+// dense one, and N - S = 4092 took 3.2 ms (f16 2.4 ms; 1.9 / 1.7 ms after the changes below)
+// against the dense route's 26.5 ms.
 //
 // Dense (ops/sequence_transform.h with ops/dct_matrix.h's fused matrix): every other shape,
 // e.g. N - S = 2044 = 4 * 7 * 73 (7.2 ms on the H100, f32) or N > 6144. L * N multiply-adds per
@@ -60,6 +61,7 @@ struct Push {
 // first, odd radices last: the last stages' butterflies are contiguous, and an odd radix
 // strides shared memory without bank conflicts.
 std::optional<std::pair<uint32_t, uint32_t>> packed_radices(uint32_t length) {
+  if (length == 0) return std::nullopt;
   std::vector<uint32_t> radices;
   while (length % 4 == 0) radices.push_back(4), length /= 4;
   if (length % 2 == 0) radices.push_back(2), length /= 2;
@@ -79,13 +81,15 @@ struct FftLaunch {
 std::optional<FftLaunch> fft_launch(const vk::Device& device, const FrequencyCompressShape& shape) {
   const auto in_radices = packed_radices(shape.in_length), out_radices = packed_radices(shape.out_length);
   if (!in_radices || !out_radices) return std::nullopt;
-  const uint64_t shared_bytes = device.properties().limits.maxComputeSharedMemorySize;
+  const VkPhysicalDeviceLimits& limits = device.properties().limits;
+  const uint64_t shared_bytes = limits.maxComputeSharedMemorySize;
+  const uint64_t most_threads = std::min({kMaxThreads, limits.maxComputeWorkGroupInvocations, limits.maxComputeWorkGroupSize[0]});
   // The most pairs (a power of two dividing head_dim / 2) whose signals fit in shared memory.
   for (uint32_t pairs = kMaxPairs; pairs >= 1; pairs /= 2) {
     const uint64_t values = uint64_t(pairs) * shape.in_length;
     if ((shape.head_dim / 2) % pairs != 0 || values * 8 > shared_bytes) continue;
     const uint64_t threads = std::max<uint64_t>(kMinThreads, (values + kItemsPerThread * 32 - 1) / (kItemsPerThread * 32) * 32);
-    if (threads > kMaxThreads) continue;
+    if (threads > most_threads) continue;
     const uint32_t pair_bytes = 2 * static_cast<uint32_t>(dtype_size(shape.dtype));
     uint32_t rounds = 1;
     while (rounds < kMaxRounds && pairs * rounds * pair_bytes < kSegmentBytes && (shape.head_dim / 2) % (pairs * rounds * 2) == 0)
@@ -118,7 +122,7 @@ std::vector<float> twiddles(uint32_t in_length, uint32_t out_length) {
   return table;
 }
 
-Tensor& prepared_table(Backend& backend, const FrequencyCompressShape& shape, bool fft) {
+Tensor& build_table(Backend& backend, const FrequencyCompressShape& shape, bool fft) {
   if (fft) return backend.shared_table(twiddles_key(shape), [&] { return twiddles(shape.in_length, shape.out_length); });
   // 33 MiB and 0.3 s of host time at Llama-2's window; one per (N, L) and backend.
   return backend.shared_table(matrix_key(shape), [&] { return freqkv_compression_matrix(shape.in_length, shape.out_length); });
@@ -132,7 +136,7 @@ FrequencyCompressRoute frequency_compress_route(const Backend& backend, const Fr
 
 void frequency_compress_prepare(Backend& backend, const FrequencyCompressShape& shape) {
   if (backend.is_cpu()) return;
-  prepared_table(backend, shape, frequency_compress_route(backend, shape) == FrequencyCompressRoute::Fft);
+  build_table(backend, shape, frequency_compress_route(backend, shape) == FrequencyCompressRoute::Fft);
 }
 
 void frequency_compress_vulkan(Backend& backend, const FrequencyCompressShape& shape, const FrequencyCompressArgs& args) {
@@ -140,7 +144,10 @@ void frequency_compress_vulkan(Backend& backend, const FrequencyCompressShape& s
   require(args.states.offset % (2 * element_bytes) == 0, KVC_ERROR_INTERNAL,
           "frequency_compress: the states view must start on an even element");
   const std::optional<FftLaunch> launch = fft_launch(backend.device(), shape);
-  Tensor& table = prepared_table(backend, shape, launch.has_value());
+  // Inside a submission the table can only be looked up: building it would submit.
+  Tensor* const table_found = backend.find_shared_table(launch ? twiddles_key(shape) : matrix_key(shape));
+  require(table_found != nullptr, KVC_ERROR_INTERNAL, "frequency_compress: frequency_compress_prepare was not called for this shape");
+  Tensor& table = *table_found;
   if (launch) {
     // The shader loads a thread's 2 * rounds elements as one word of up to 16 bytes.
     const size_t first = args.states.offset / element_bytes;

@@ -44,7 +44,7 @@ WindowPolicyConfig window_policy_config(const CacheConfig& cache) {
   config.indicator = cache.policy == KVC_POLICY_HITKV || cache.policy == KVC_POLICY_PHITKV ? WindowIndicator::HitRate
                                                                                            : WindowIndicator::PooledAttention;
   config.pyramid = table_allowed;
-  // One softmax workgroup and one top-k row per (query head, window query): at most 65535.
+  // One softmax and one hit-threshold workgroup per (query head, window query): at most 65535.
   const uint32_t max_window = std::min(cache.capacity - 1, 65535u / cache.num_q_heads);
   require(params.window >= 1 && params.window <= max_window, KVC_ERROR_INVALID_ARGUMENT,
           field("window") + " is " + std::to_string(params.window) + "; it must be 1.." + std::to_string(max_window) +

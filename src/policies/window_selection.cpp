@@ -54,7 +54,9 @@ void SelectionWorkspace::record(Backend& backend, const SelectionShape& shape, V
   Tensor& cumulative = reserved(cumulative_, bytes.per_kv_slot);
   Tensor& kept = reserved(kept_, bytes.kept);
   if (shape.indicator == WindowIndicator::PooledAttention) {
-    ops::window_scores(backend, scores, {q, from.k, from.positions, turn_table, view(cumulative), View{}});
+    ops::WindowScoresShape attention_only = scores;
+    attention_only.hit_k = 0;  // pooled attention ranks by the sums alone: no hits to count
+    ops::window_scores(backend, attention_only, {q, from.k, from.positions, turn_table, view(cumulative), View{}});
     Tensor& pooled = reserved(pooled_, bytes.per_kv_slot);
     ops::max_pool(backend, {scores.num_kv_heads, prefix, shape.pool_kernel}, {view(cumulative), view(pooled)});
     ops::top_k(backend, {scores.num_kv_heads, prefix, prefix, shape.kept_prefix, shape.kept_prefix, 0},

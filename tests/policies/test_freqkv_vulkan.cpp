@@ -78,10 +78,10 @@ TEST_CASE("FreqKV compression on Vulkan equals the CPU over 20 successive compre
             const std::vector<float> rows = test::decode(std::vector<unsigned char>(first + sinks * row_bytes, first + kept * row_bytes), dtype);
             compressed[b].insert(compressed[b].end(), rows.begin(), rows.end());
           }
-        // Nothing is built after the first compression: no pipeline, no VkFFT plan.
+        // Nothing is built after the first compression: no pipeline (tables are built by
+        // allocate_device_state, and frequency_compress refuses to build one while recording).
         if (compression == 1) pipelines_after_first = gpu->device().pipelines().size();
         CHECK(gpu->device().pipelines().size() == pipelines_after_first);
-        CHECK(gpu->dct_plans().plans_created() == 0);
         if (compression != 1 && compression != 20) continue;
         INFO(dtype_name(dtype), " window ", window, " sinks ", sinks, " after ", compression, " compressions");
         // f32: each step sums N - S terms in f32 on the GPU and in double on the CPU, about

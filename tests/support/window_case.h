@@ -3,6 +3,9 @@
 // that never evicted holds them) and poisoned outputs.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
+#include <functional>
 #include <vector>
 
 #include "ops/window_scores.h"
@@ -35,6 +38,43 @@ struct WindowCase {
       for (uint32_t head = 0; head < shape.num_kv_heads; ++head) problem.positions[size_t(head) * shape.slot_stride + slot] = position;
     }
     return problem;
+  }
+
+  // The smallest gap, over every (query head, window query) row, between the logits ranked
+  // hit_k and hit_k + 1 among the prefix slots (in double, keys and queries rotated as the
+  // reference rotates them); rows whose query is all zero (exact ties on every backend) are
+  // skipped. Where it is below the f32 rounding of a logit, GPU and CPU may keep different slots.
+  double smallest_rank_gap() const {
+    const uint32_t dim = shape.head_dim, prefix = shape.num_prefix(), group = shape.num_q_heads / shape.num_kv_heads;
+    if (shape.hit_k == 0 || shape.hit_k >= prefix) return INFINITY;
+    const std::vector<double> inv_freq = shape.rope.enabled() ? ops::rope_inverse_frequencies(shape.rope) : std::vector<double>();
+    double smallest = INFINITY;
+    std::vector<float> keys(size_t(prefix) * dim), query(dim);
+    std::vector<double> logits(prefix);
+    for (uint32_t kv_head = 0; kv_head < shape.num_kv_heads; ++kv_head) {
+      const size_t base = size_t(kv_head) * shape.slot_stride;
+      for (uint32_t slot = 0; slot < prefix; ++slot) {
+        std::copy_n(k.begin() + (base + slot) * dim, dim, keys.begin() + size_t(slot) * dim);
+        if (shape.rope.enabled()) ops::rope_rotate_row(shape.rope, inv_freq, &keys[size_t(slot) * dim], positions[base + slot]);
+      }
+      for (uint32_t g = 0; g < group; ++g)
+        for (uint32_t j = 0; j < shape.window; ++j) {
+          const size_t q_base = (size_t(j) * shape.num_q_heads + kv_head * group + g) * dim;
+          std::copy_n(q.begin() + q_base, dim, query.begin());
+          if (std::all_of(query.begin(), query.end(), [](float x) { return x == 0.0f; })) continue;
+          if (shape.rope.enabled()) ops::rope_rotate_row(shape.rope, inv_freq, query.data(), positions[prefix + j]);
+          for (uint32_t slot = 0; slot < prefix; ++slot) {
+            double dot = 0.0;
+            for (uint32_t d = 0; d < dim; ++d) dot += double(query[d]) * keys[size_t(slot) * dim + d];
+            logits[slot] = dot;
+          }
+          std::nth_element(logits.begin(), logits.begin() + shape.hit_k, logits.end(), std::greater<double>());
+          const double below = logits[shape.hit_k];
+          const double above = *std::min_element(logits.begin(), logits.begin() + shape.hit_k);
+          smallest = std::min(smallest, above - below);
+        }
+    }
+    return smallest / std::sqrt(double(dim));  // the logits' 1/sqrt(head_dim) scale
   }
 
   WindowResult run(Backend& backend) const {
