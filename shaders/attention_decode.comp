@@ -142,8 +142,9 @@ void main() {
   // promise it without full subgroups (VK_EXT_subgroup_size_control), but every driver tested
   // (NVIDIA, lavapipe) lays compute invocations out so, and the tests compare with the CPU.
   const bool shuffle_reduce = POW2_LANES && gl_SubgroupSize >= LANES;
-  // NeoX over the whole row: dim d's partner d +- HEAD_DIM/2 is in lane ^ LANES/2, same subgroup.
-  const bool shuffle_partners = ROPE_STYLE == 1 && ROTARY_DIMS == HEAD_DIM && shuffle_reduce;
+  // NeoX over the whole row: dim d's partner d +- HEAD_DIM/2 is in lane ^ LANES/2, same
+  // subgroup (with one lane per key, head_dim 8 in f16, it is in the lane's own chunk).
+  const bool shuffle_partners = ROPE_STYLE == 1 && ROTARY_DIMS == HEAD_DIM && shuffle_reduce && LANES >= 2;
 
   // This thread's chunk of every query head of the block, in registers.
   vec4 q_lo[KVC_MAX_GROUP_BLOCK];

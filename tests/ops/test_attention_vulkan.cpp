@@ -67,6 +67,20 @@ TEST_CASE("decode attention on Vulkan with more query heads per kv head than one
   check_against_cpu(make_shape(24, 1, 64, 1, 333, Dtype::F32, KVC_ROPE_NEOX));  // MQA, group of 24
 }
 
+TEST_CASE("decode attention on Vulkan at the head_dim and group limits") {
+  // Groups of 3, 6 and 12 take head blocks of 3, 6 and 6 (the largest divisor up to 8);
+  // head_dim 8 is one 16-byte lane per key in f16; head_dim 256 in f32 is 64 lanes per key,
+  // more than a 32-wide subgroup: the shared-memory lane sum; 40 leaves lanes idle (10 in f16).
+  for (Dtype dtype : {Dtype::F32, Dtype::F16}) {
+    check_against_cpu(make_shape(9, 3, 64, 1, 517, dtype, KVC_ROPE_NEOX));
+    check_against_cpu(make_shape(12, 2, 128, 1, 300, dtype, KVC_ROPE_INTERLEAVED));
+    check_against_cpu(make_shape(12, 1, 64, 1, 77, dtype));
+    check_against_cpu(make_shape(4, 2, 8, 1, 1001, dtype, KVC_ROPE_NEOX));
+    check_against_cpu(make_shape(4, 1, 256, 1, 2049, dtype, KVC_ROPE_NEOX, 128));
+    check_against_cpu(make_shape(8, 2, 40, 1, 130, dtype, KVC_ROPE_INTERLEAVED));
+  }
+}
+
 TEST_CASE("causal chunk attention on Vulkan equals the CPU reference") {
   // A workgroup takes 64 rows (head_dim 128) to 128 rows (head_dim 64) of one kv head, rows
   // being query x group head: 63, 64 and 129 rows at ratio 1 fall just inside and outside
