@@ -41,8 +41,8 @@ Tensor& SelectionWorkspace::reserved(const std::unique_ptr<Tensor>& tensor, size
 void SelectionWorkspace::reserve(Backend& backend, const SelectionShape& shape) {
   const WorkspaceBytes bytes = workspace_bytes(shape);
   grow(cumulative_, backend, bytes.per_kv_slot);
-  grow(pooled_, backend, bytes.per_kv_slot);
-  grow(hits_, backend, bytes.per_kv_slot);
+  // The pooled scores or the hit counts, whichever the indicator ranks by.
+  grow(shape.indicator == WindowIndicator::PooledAttention ? pooled_ : hits_, backend, bytes.per_kv_slot);
   grow(kept_, backend, bytes.kept);
 }
 
