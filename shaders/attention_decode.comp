@@ -92,7 +92,7 @@ void rotate_key_chunk(uint row_element, uint first, uint position, bool partners
     if (ROPE_STYLE == 2) {  // interleaved: the partner is the other element of the pair, in this chunk
       const float partner = chunk_element(lo_in, hi_in, e ^ 1u);
       const vec2 cs = rope_cos_sin(position, turns[d / 2]);
-      y = (d & 1u) == 0 ? x * cs.x - partner * cs.y : partner * cs.y + x * cs.x;
+      y = rope_rotate_element(x, partner, cs, (d & 1u) == 0);
     } else {
       const uint half_dims = ROTARY_DIMS / 2;
       const bool low = d < half_dims;
@@ -100,7 +100,7 @@ void rotate_key_chunk(uint row_element, uint first, uint position, bool partners
                                 ? chunk_element(partner_lo, partner_hi, e)
                                 : KVC_LOAD_ELEMENT(k_words, KV_F16, row_element + (low ? d + half_dims : d - half_dims));
       const vec2 cs = rope_cos_sin(position, turns[low ? d : d - half_dims]);
-      y = low ? x * cs.x - partner * cs.y : partner * cs.y + x * cs.x;
+      y = rope_rotate_element(x, partner, cs, low);
     }
     if (e < 4) lo[e] = y;
     else hi[e - 4] = y;
@@ -127,7 +127,7 @@ float query_element(uint head, uint d) {
   }
   const float partner = KVC_LOAD_ELEMENT(q_words, KV_F16, row + partner_d);
   const vec2 cs = rope_cos_sin(uint(positions[push.num_slots - 1]), turns[pair]);
-  return (first ? x * cs.x - partner * cs.y : partner * cs.y + x * cs.x) * push.scale;
+  return rope_rotate_element(x, partner, cs, first) * push.scale;
 }
 
 void main() {

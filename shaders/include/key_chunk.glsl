@@ -18,7 +18,7 @@ vec4 key_chunk(uint row_element, uint c, uint position) {
   vec4 y;
   for (uint e = 0; e < 4; ++e) {
     const vec2 cs = rope_cos_sin(position, turns[first_pair + e]);
-    y[e] = low ? x[e] * cs.x - partner[e] * cs.y : partner[e] * cs.y + x[e] * cs.x;
+    y[e] = rope_rotate_element(x[e], partner[e], cs, low);
   }
   return y;
 }

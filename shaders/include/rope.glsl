@@ -29,6 +29,12 @@ uvec2 rope_pair_dims(uint pair) {
   return ROPE_STYLE == 1 ? uvec2(pair, pair + ROTARY_DIMS / 2) : uvec2(2 * pair, 2 * pair + 1);
 }
 
+// One element of a rotated pair: x is the element, partner the other element of its pair,
+// first whether x is the pair's first (its cos term keeps the sign).
+float rope_rotate_element(float x, float partner, vec2 cos_sin, bool first) {
+  return first ? x * cos_sin.x - partner * cos_sin.y : partner * cos_sin.y + x * cos_sin.x;
+}
+
 vec2 rope_rotate(vec2 x, vec2 cos_sin) {
   return vec2(x.x * cos_sin.x - x.y * cos_sin.y, x.x * cos_sin.y + x.y * cos_sin.x);
 }
