@@ -1,7 +1,7 @@
 // The Vulkan frequency compression against the CPU reference on both routes: FFT lengths with
 // every radix the kernel has (2, 3, 4, 5, 7, 11, 13, 17, 19, 23, 29, 31; FreqKV's 4092 -> 2046
 // and 4096 -> 2048 among them) and lengths only the dense route takes (primes, a factor 73),
-// several head_dims, f32 and f16, strided heads and an offset view; the rows the op must not
+// several head_dims, f32 and f16, strided heads and offset views (row-aligned and not); the rows the op must not
 // touch (before the view, the gaps between heads) are compared bit for bit.
 #include <doctest/doctest.h>
 
@@ -19,12 +19,15 @@ TEST_CASE("frequency_compress on Vulkan equals the CPU reference on the FFT and 
   struct Case {
     uint32_t in_length, out_length;
     Route route;
+    uint32_t head_dim = 0;  // 0: drawn from head_dims (8 for the long transforms)
   };
   const Case cases[] = {
       {2, 1, Route::Fft},          {3, 1, Route::Fft},           {8, 4, Route::Fft},
       {96, 48, Route::Fft},        {1000, 500, Route::Fft},      {1001, 500, Route::Fft},  // 7 * 11 * 13
       {667, 646, Route::Fft},      // 23 * 29 -> 2 * 17 * 19
       {4092, 2046, Route::Fft},    {4096, 2048, Route::Fft},     {4096, 3072, Route::Fft},
+      // Wide rows at long lengths: several batches of pairs held in registers per workgroup.
+      {2048, 1024, Route::Fft, 128}, {3000, 1500, Route::Fft, 64},
       {127, 63, Route::Dense},     {1021, 510, Route::Dense},    {2044, 1022, Route::Dense},  // 4 * 7 * 73
       {96, 47, Route::Dense},
   };
@@ -32,10 +35,14 @@ TEST_CASE("frequency_compress on Vulkan equals the CPU reference on the FFT and 
   for (Dtype dtype : {Dtype::F32, Dtype::F16})
     for (const Case& c : cases) {
       // Long transforms at the smallest head_dim keep lavapipe's run time low.
-      const uint32_t head_dim = c.in_length >= 1000 ? 8 : head_dims[test::rng()() % 4];
+      const uint32_t head_dim = c.head_dim ? c.head_dim : c.in_length >= 1000 ? 8 : head_dims[test::rng()() % 4];
       const uint32_t heads = 1 + test::rng()() % 3, stride = c.in_length + 5, first_row = 3;
       const size_t element_bytes = dtype_size(dtype), row_bytes = head_dim * element_bytes;
-      const size_t bytes = (first_row + size_t(heads) * stride) * row_bytes;
+      // Every other case starts 2 elements past a row: a view off 16-byte alignment, where the
+      // kernel loads fewer pairs per thread at once.
+      const size_t shift = (&c - cases) % 2 ? 2 : 0;
+      const size_t first_bytes = first_row * row_bytes + shift * element_bytes;
+      const size_t bytes = first_bytes + size_t(heads) * stride * row_bytes;
       std::vector<float> input = test::random_floats(bytes / element_bytes);
       const std::vector<unsigned char> input_bytes = test::encode(input, dtype);
       const ops::FrequencyCompressShape shape{heads, head_dim, c.in_length, c.out_length, stride, dtype};
@@ -46,14 +53,14 @@ TEST_CASE("frequency_compress on Vulkan equals the CPU reference on the FFT and 
         ops::frequency_compress_prepare(*backend, shape);
         auto states = test::make_tensor(*backend, input_bytes.data(), bytes);
         backend->begin();
-        ops::frequency_compress(*backend, shape, {View{states.get(), first_row * row_bytes}});
+        ops::frequency_compress(*backend, shape, {View{states.get(), first_bytes}});
         backend->submit();
         results.push_back(test::read_tensor(*backend, *states, bytes));
       }
-      CHECK(std::memcmp(results[1].data(), input_bytes.data(), first_row * row_bytes) == 0);
+      CHECK(std::memcmp(results[1].data(), input_bytes.data(), first_bytes) == 0);
       std::vector<std::vector<float>> compressed(2);
       for (uint32_t head = 0; head < heads; ++head) {
-        const size_t head_first = (first_row + size_t(head) * stride) * row_bytes;
+        const size_t head_first = first_bytes + size_t(head) * stride * row_bytes;
         const size_t gap = head_first + c.in_length * row_bytes;
         CHECK(std::memcmp(results[1].data() + gap, input_bytes.data() + gap, (stride - c.in_length) * row_bytes) == 0);
         for (size_t b = 0; b < 2; ++b) {
