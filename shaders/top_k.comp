@@ -25,7 +25,6 @@ layout(push_constant) uniform Push {
 } push;
 
 const uint WORKGROUP = gl_WorkGroupSize.x;
-shared uint scan[gl_WorkGroupSize.x];
 uint base;  // the row's first element
 
 uint select_key(uint i) {
@@ -34,6 +33,7 @@ uint select_key(uint i) {
 }
 
 #include "radix_select.glsl"
+#include "workgroup_scan.glsl"
 
 void main() {
   const uint thread = gl_LocalInvocationID.x;
@@ -54,17 +54,9 @@ void main() {
       equal += key == threshold ? 1u : 0u;
     }
     const uint packed = (above << 16) | equal;  // each count <= WORKGROUP * RUN_LENGTH < 2^16
-    scan[thread] = packed;
-    barrier();
-    for (uint offset = 1u; offset < WORKGROUP; offset <<= 1) {
-      const uint add = thread >= offset ? scan[thread - offset] : 0u;
-      barrier();
-      scan[thread] += add;
-      barrier();
-    }
-    const uint before = scan[thread] - packed;
-    const uint total = scan[WORKGROUP - 1u];
-    barrier();  // scan[] is rewritten by the next tile
+    const uint before = workgroup_inclusive_sum(packed) - packed;
+    const uint total = workgroup_scan_total();
+    barrier();  // the scan is rewritten by the next tile
     uint equal_rank = taken_equal + (before & 0xffffu);
     uint destination = written + (before >> 16) + min(before & 0xffffu, needed_equal - taken_equal);
     for (uint i = first; i < last; ++i) {

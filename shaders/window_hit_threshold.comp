@@ -19,12 +19,12 @@ layout(push_constant) uniform Push {
   uint hit_k;
 } push;
 
-shared uint scan[gl_WorkGroupSize.x];
 uint base;  // the row's first logit
 
 uint select_key(uint i) { return kvc_ordered_key(logit_bits[base + i]); }
 
 #include "radix_select.glsl"
+#include "workgroup_scan.glsl"
 
 void main() {
   const uint thread = gl_LocalInvocationID.x;
@@ -40,16 +40,9 @@ void main() {
   for (uint tile = 0u; tile < push.num_prefix && counted < selection.needed_equal; tile += gl_WorkGroupSize.x) {
     const uint i = tile + thread;
     const uint equal = i < push.num_prefix && select_key(i) == selection.threshold ? 1u : 0u;
-    scan[thread] = equal;
-    barrier();
-    for (uint offset = 1u; offset < gl_WorkGroupSize.x; offset <<= 1) {
-      const uint add = thread >= offset ? scan[thread - offset] : 0u;
-      barrier();
-      scan[thread] += add;
-      barrier();
-    }
-    if (equal == 1u && counted + scan[thread] == selection.needed_equal) bounds[row] = uvec2(selection.threshold, i);
-    counted += scan[gl_WorkGroupSize.x - 1u];
-    barrier();  // scan[] is rewritten by the next tile
+    const uint equal_before = workgroup_inclusive_sum(equal);
+    if (equal == 1u && counted + equal_before == selection.needed_equal) bounds[row] = uvec2(selection.threshold, i);
+    counted += workgroup_scan_total();
+    barrier();  // the scan is rewritten by the next tile
   }
 }
