@@ -92,6 +92,7 @@ void add_window_selection_rows(Backend& backend, const Timing& timing, const Row
       SelectionShape& shape = shapes[layer];
       shape.scores = {kQHeads, kKvHeads, kHeadDim, window, slots, slots, dtype, {}};
       shape.kept_prefix = budgets[layer] - window;
+      shape.out_slot_stride = slots;  // the destinations are the same size as the sources here
       shape.indicator = variant.indicator;
       if (variant.indicator == WindowIndicator::HitRate) shape.scores.hit_k = std::min(budgets[layer], prefix);
       shape.hit_min_count = hits_needed(0.5f, (kQHeads / kKvHeads) * window);

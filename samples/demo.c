@@ -1,7 +1,9 @@
 /* libkvc demo: streams random tokens (a prefill in chunks, then decode steps) through a small
  * model-shaped cache under every policy, on the default device (a GPU, lavapipe, or the CPU
  * when no Vulkan exists) and on the CPU reference side by side, and prints per policy the
- * agreement of the attention outputs and the memory held.
+ * agreement of the attention outputs and the memory held. The device runs the engine path:
+ * Q, K, V and outputs in device buffers, and every layer of a model step recorded into one
+ * submission (kvc_step_*); the reference runs the convenient host-array calls.
  *
  *   kvc-demo [decode_steps]      (default 300, after a 768-token prefill in chunks of 192)
  */
@@ -61,40 +63,66 @@ static double run_policy(kvc_context* reference, const demo_policy* p, uint32_t 
   CHECK_OK(kvc_cache_create(device, &desc, &cache));
   CHECK_OK(kvc_cache_create(reference, &desc, &reference_cache));
 
-  const size_t kv_elements = (size_t)CHUNK * KV_HEADS * HEAD_DIM, q_elements = (size_t)CHUNK * Q_HEADS * HEAD_DIM;
-  float* k = malloc(kv_elements * sizeof(float));
-  float* v = malloc(kv_elements * sizeof(float));
-  float* q = malloc(q_elements * sizeof(float));
-  float* out = malloc(q_elements * sizeof(float));
-  float* expected = malloc(q_elements * sizeof(float));
+  /* Every layer's inputs and outputs of one step, host side (the engine would have them on the
+   * device already) and in one device buffer each, a layer's part aligned as views must be. */
+  kvc_context_info info = {sizeof(kvc_context_info)};
+  CHECK_OK(kvc_context_info_get(device, &info));
+  const size_t kv_bytes = (size_t)CHUNK * KV_HEADS * HEAD_DIM * sizeof(float), q_bytes = (size_t)CHUNK * Q_HEADS * HEAD_DIM * sizeof(float);
+  const size_t kv_stride = (kv_bytes + info.buffer_offset_alignment - 1) / info.buffer_offset_alignment * info.buffer_offset_alignment;
+  const size_t q_stride = (q_bytes + info.buffer_offset_alignment - 1) / info.buffer_offset_alignment * info.buffer_offset_alignment;
+  float* k = malloc(LAYERS * kv_bytes);
+  float* v = malloc(LAYERS * kv_bytes);
+  float* q = malloc(LAYERS * q_bytes);
+  float* out = malloc(LAYERS * q_bytes);
+  float* expected = malloc(q_bytes);
+  kvc_buffer *k_dev = NULL, *v_dev = NULL, *q_dev = NULL, *out_dev = NULL;
+  CHECK_OK(kvc_buffer_create(device, LAYERS * kv_stride, &k_dev));
+  CHECK_OK(kvc_buffer_create(device, LAYERS * kv_stride, &v_dev));
+  CHECK_OK(kvc_buffer_create(device, LAYERS * q_stride, &q_dev));
+  CHECK_OK(kvc_buffer_create(device, LAYERS * q_stride, &out_dev));
   uint64_t state = 42;
   double worst = 0.0;
   for (uint32_t done = 0; done < PREFILL + decode_steps;) {
     const uint32_t n = done < PREFILL ? CHUNK : 1;
+    const size_t kv_count = (size_t)n * KV_HEADS * HEAD_DIM, q_count = (size_t)n * Q_HEADS * HEAD_DIM;
     for (uint32_t layer = 0; layer < LAYERS; ++layer) {
-      fill(k, (size_t)n * KV_HEADS * HEAD_DIM, &state);
-      fill(v, (size_t)n * KV_HEADS * HEAD_DIM, &state);
-      fill(q, (size_t)n * Q_HEADS * HEAD_DIM, &state);
-      CHECK_OK(kvc_cache_append(cache, layer, n, KVC_DTYPE_F32, k, v));
-      CHECK_OK(kvc_attend(cache, layer, n, KVC_DTYPE_F32, q, out, NULL));
-      CHECK_OK(kvc_cache_append(reference_cache, layer, n, KVC_DTYPE_F32, k, v));
-      CHECK_OK(kvc_attend(reference_cache, layer, n, KVC_DTYPE_F32, q, expected, NULL));
+      fill(k + layer * kv_count, kv_count, &state);
+      fill(v + layer * kv_count, kv_count, &state);
+      fill(q + layer * q_count, q_count, &state);
+    }
+    /* One model step on the device: recorded layer by layer, submitted once, waited once. */
+    CHECK_OK(kvc_step_begin(device));
+    for (uint32_t layer = 0; layer < LAYERS; ++layer) {
+      const kvc_buffer_view k_at = {k_dev, layer * kv_stride}, v_at = {v_dev, layer * kv_stride};
+      const kvc_buffer_view q_at = {q_dev, layer * q_stride}, out_at = {out_dev, layer * q_stride}, no_scores = {NULL, 0};
+      CHECK_OK(kvc_buffer_write(k_dev, k_at.offset, kv_count * sizeof(float), k + layer * kv_count));
+      CHECK_OK(kvc_buffer_write(v_dev, v_at.offset, kv_count * sizeof(float), v + layer * kv_count));
+      CHECK_OK(kvc_buffer_write(q_dev, q_at.offset, q_count * sizeof(float), q + layer * q_count));
+      CHECK_OK(kvc_cache_append_device(cache, layer, n, KVC_DTYPE_F32, k_at, v_at));
+      CHECK_OK(kvc_attend_device(cache, layer, n, KVC_DTYPE_F32, q_at, out_at, no_scores));
+      CHECK_OK(kvc_buffer_read(out_dev, out_at.offset, q_count * sizeof(float), out + layer * q_count));
+    }
+    if (done + n == PREFILL && p->ends_prefill) CHECK_OK(kvc_cache_end_prefill(cache));
+    CHECK_OK(kvc_step_end(device));
+    CHECK_OK(kvc_step_wait(device, UINT64_MAX));
+
+    for (uint32_t layer = 0; layer < LAYERS; ++layer) {
+      CHECK_OK(kvc_cache_append(reference_cache, layer, n, KVC_DTYPE_F32, k + layer * kv_count, v + layer * kv_count));
+      CHECK_OK(kvc_attend(reference_cache, layer, n, KVC_DTYPE_F32, q + layer * q_count, expected, NULL));
       double max_error = 0.0, scale = 0.0;
-      for (size_t i = 0; i < (size_t)n * Q_HEADS * HEAD_DIM; ++i) {
-        max_error = fmax(max_error, fabs((double)out[i] - expected[i]));
+      for (size_t i = 0; i < q_count; ++i) {
+        max_error = fmax(max_error, fabs((double)out[layer * q_count + i] - expected[i]));
         scale = fmax(scale, fabs((double)expected[i]));
       }
       worst = fmax(worst, max_error / scale);
     }
     done += n;
-    if (done == PREFILL && p->ends_prefill) {
-      CHECK_OK(kvc_cache_end_prefill(cache));
-      CHECK_OK(kvc_cache_end_prefill(reference_cache));
-    }
+    if (done == PREFILL && p->ends_prefill) CHECK_OK(kvc_cache_end_prefill(reference_cache));
   }
   stats->struct_size = sizeof(kvc_cache_stats);
   CHECK_OK(kvc_cache_stats_get(cache, stats));
   free(k), free(v), free(q), free(out), free(expected);
+  kvc_buffer_destroy(k_dev), kvc_buffer_destroy(v_dev), kvc_buffer_destroy(q_dev), kvc_buffer_destroy(out_dev);
   kvc_cache_destroy(cache);
   kvc_cache_destroy(reference_cache);
   return worst;
@@ -118,7 +146,8 @@ int main(int argc, char** argv) {
          LAYERS, Q_HEADS, KV_HEADS, HEAD_DIM, PREFILL, CHUNK, decode_steps);
 
   /* The eviction policies keep 512 slots; the window policies keep a 256-token budget from the
-   * prompt, then grow; FULL holds everything. */
+   * prompt in storage for it and the decode steps (the prompt's storage is released); FULL
+   * holds everything. */
   kvc_freqkv_params freqkv = kvc_freqkv_params_default();
   kvc_eviction_params eviction = kvc_eviction_params_default();
   eviction.chunk_slots = CHUNK; /* room for one prefill chunk beyond the cache size */

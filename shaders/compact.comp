@@ -14,6 +14,7 @@ layout(binding = 6) writeonly buffer PositionsOut { int positions_out[]; };
 
 layout(push_constant) uniform Push {
   uint slot_stride;
+  uint out_slot_stride;
   uint num_selected;
   uint index_stride;
   uint tail_first;
@@ -29,7 +30,7 @@ void main() {
   const uint source = slot < push.num_selected ? indices[kv_head * push.index_stride + slot]
                                                : push.tail_first + (slot - push.num_selected);
   const uint from = kv_head * push.slot_stride + source;
-  const uint to = kv_head * push.slot_stride + slot;
+  const uint to = kv_head * push.out_slot_stride + slot;
   if (word == ROW_WORDS) {
     positions_out[to] = positions[from];
   } else {

@@ -7,11 +7,13 @@
  *    kvc_context_last_error() holds the detail of the last failure on that context.
  *  - A call that fails leaves every handle exactly as it was.
  *  - Descriptors start with `struct_size`: set it to sizeof(the struct) so the ABI can grow.
- *  - Tensors are dense, row-major host arrays:
+ *  - Tensors are dense, row-major arrays:
  *      K, V:  [n_tokens][num_kv_heads][head_dim]
  *      Q, O:  [n_tokens][num_q_heads][head_dim]
- *    in the cache's dtype (f32 as float, f16 as IEEE binary16 in uint16_t).
- *  - A context and its caches may be used from one thread at a time.
+ *    in the cache's dtype (f32 as float, f16 as IEEE binary16 in uint16_t), either host arrays
+ *    (the convenient path: libkvc stages them) or places in a kvc_buffer on the device (the
+ *    engine path: no host round trip; see "device buffers" and "steps" below).
+ *  - A context and its caches, buffers and steps may be used from one thread at a time.
  */
 #ifndef KVC_KVC_H
 #define KVC_KVC_H
@@ -59,6 +61,7 @@ typedef enum kvc_status {
     KVC_ERROR_OUT_OF_MEMORY = 12,   /* host or device memory exhausted */
     KVC_ERROR_UNSUPPORTED = 13,     /* valid, but this build or device cannot do it */
     KVC_ERROR_INTERNAL = 14,        /* a bug in libkvc: please report it */
+    KVC_TIMEOUT = 15,               /* kvc_step_wait: the step has not finished yet (not an error) */
     KVC_STATUS_MAX_ENUM = 0x7fffffff /* keeps the enum 32-bit and any value well-defined */
 } kvc_status;
 
@@ -132,6 +135,7 @@ typedef struct kvc_context_info {
     char device_name[256];        /* e.g. "NVIDIA H100 80GB HBM3", "llvmpipe (...)", "CPU" */
     uint32_t vendor_id;           /* PCI vendor id, 0 for the CPU backend */
     uint32_t validation_messages; /* validation-layer warnings and errors seen so far */
+    uint32_t buffer_offset_alignment; /* kvc_buffer_view offsets are multiples of this (1 on the CPU) */
 } kvc_context_info;
 
 /* Describes the context's device. Set info->struct_size before the call. */
@@ -309,21 +313,128 @@ typedef struct kvc_window_policy_params {
     const uint32_t* layer_budgets; /* PYRAMIDKV/PHITKV: a per-layer table replacing the schedule,
                                     * num_layers entries, each in window+1..capacity; or NULL */
     uint32_t num_layer_budgets;    /* entries of layer_budgets, 0 when it is NULL */
+    uint32_t decode_slots;         /* slots a compacted layer keeps for the tokens decoded after
+                                    * the prompt, or KVC_DECODE_SLOTS_DEFAULT: capacity less the
+                                    * prompt's length, the room `capacity` left. Added in 0.2:
+                                    * a struct_size without it means the default */
 } kvc_window_policy_params;
 
+/* kvc_window_policy_params.decode_slots: as many as `capacity` allowed after this prompt. */
+#define KVC_DECODE_SLOTS_DEFAULT 0xFFFFFFFFu
+
 /* The papers' settings: budget 1024, window 32, pool kernel 7, K = budget, theta 0.5, beta 20,
- * no per-layer table. */
+ * no per-layer table, KVC_DECODE_SLOTS_DEFAULT. */
 KVC_API kvc_window_policy_params kvc_window_policy_params_default(void);
 
 /* Ends the prompt: call it once every prompt token of every layer was appended and attended
  * (the window's queries come from those kvc_attend calls). Under the observation-window
- * policies each layer longer than its budget is compacted to it; decoding then appends as
- * usual. Other policies ignore it. Fails with KVC_ERROR_BAD_STATE, changing nothing, when a
- * layer to compact did not attend its last `window` prompt tokens. */
+ * policies each layer longer than its budget is compacted to it into new storage of budget +
+ * decode_slots slots, and the prompt's storage is released; decoding then appends as usual.
+ * Memory: until this call every layer holds its whole prompt (capacity slots allocated), and
+ * during it the new storage of every compacted layer is held beside the old one, so the peak
+ * is capacity + budget + decode_slots slots per layer. Other policies ignore it. Fails with
+ * KVC_ERROR_BAD_STATE, changing nothing, when a layer to compact did not attend its last
+ * `window` prompt tokens. */
 KVC_API kvc_status kvc_cache_end_prefill(kvc_cache* cache);
 
-/* Forgets every token; storage stays allocated. */
+/* Forgets every token; storage stays allocated (a compacted layer's smaller storage grows
+ * back to `capacity` slots). */
 KVC_API kvc_status kvc_cache_reset(kvc_cache* cache);
+
+/* ---------------------------------------------------------------- device buffers */
+
+/* Memory on the context's device for Q, K, V, outputs and scores, so that an engine whose
+ * tensors already live on the GPU never sends them through the host. On the CPU backend a
+ * buffer is host memory. */
+typedef struct kvc_buffer kvc_buffer;
+
+/* A tensor inside a buffer: it starts `offset` bytes in and is laid out as the host arrays
+ * above. `offset` is a multiple of kvc_context_info.buffer_offset_alignment. */
+typedef struct kvc_buffer_view {
+    kvc_buffer* buffer;
+    uint64_t offset;
+} kvc_buffer_view;
+
+/* Allocates `bytes` of device memory (contents undefined). */
+KVC_API kvc_status kvc_buffer_create(kvc_context* context, uint64_t bytes, kvc_buffer** out_buffer);
+
+/* Uses `bytes` of an application's VkBuffer from `offset` on, without copying: the context
+ * must come from kvc_context_create_from_vulkan, and the buffer must have been created on that
+ * device with VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+ * VK_BUFFER_USAGE_TRANSFER_DST_BIT. The application keeps ownership: destroy the kvc_buffer
+ * (and let every step that used it finish) before the VkBuffer. */
+KVC_API kvc_status kvc_buffer_wrap_vulkan(kvc_context* context, void* vk_buffer, uint64_t offset, uint64_t bytes,
+                                          kvc_buffer** out_buffer);
+
+/* Destroys a buffer (an application's VkBuffer stays). Work already recorded that uses it
+ * keeps its memory alive until that work finished. NULL is a no-op. */
+KVC_API void kvc_buffer_destroy(kvc_buffer* buffer);
+
+/* Bytes the buffer spans. */
+KVC_API kvc_status kvc_buffer_size(const kvc_buffer* buffer, uint64_t* out_bytes);
+
+/* Copies `bytes` of host memory into the buffer at `offset` (inside a step: taken from `src`
+ * now, written on the device in the step's order). */
+KVC_API kvc_status kvc_buffer_write(kvc_buffer* buffer, uint64_t offset, uint64_t bytes, const void* src);
+
+/* Copies `bytes` of the buffer at `offset` to host memory (inside a step: `dst` is written
+ * when kvc_step_wait returns KVC_OK). */
+KVC_API kvc_status kvc_buffer_read(kvc_buffer* buffer, uint64_t offset, uint64_t bytes, void* dst);
+
+/* kvc_cache_append with K and V in device buffers of the cache's context. Device inputs are
+ * not checked for NaN or Inf (that would need a read-back): the host path checks them. */
+KVC_API kvc_status kvc_cache_append_device(kvc_cache* cache, uint32_t layer, uint32_t n_tokens, kvc_dtype dtype,
+                                           kvc_buffer_view k, kvc_buffer_view v);
+
+/* kvc_attend with Q, the output and (optionally: a view with a NULL buffer means none) the
+ * scores in device buffers of the cache's context. */
+KVC_API kvc_status kvc_attend_device(kvc_cache* cache, uint32_t layer, uint32_t n_queries, kvc_dtype dtype,
+                                     kvc_buffer_view q, kvc_buffer_view out, kvc_buffer_view scores);
+
+/* ---------------------------------------------------------------- steps: one submission per model step */
+
+/* A step records the work of many calls (every layer's append and attend, the policies'
+ * scoring, eviction, compression and selection, kvc_cache_end_prefill, buffer reads and
+ * writes) on one context into one command buffer, submitted once: between kvc_step_begin and
+ * kvc_step_end those calls validate their arguments, update the caches' bookkeeping and record
+ * their device work, but run nothing and wait for nothing. A call that fails inside a step
+ * records nothing and changes nothing; the step stays valid. Outside a step every call is its
+ * own step, begun, ended and waited for. Host arrays passed inside a step are read during the
+ * call; host outputs (kvc_attend's out and scores, kvc_buffer_read) are written when
+ * kvc_step_wait returns KVC_OK. kvc_cache_create, kvc_cache_read and kvc_cache_reset are
+ * refused inside a step (KVC_ERROR_BAD_STATE). On the CPU backend every call runs at once and
+ * a step only groups them. */
+
+/* Starts recording a step into libkvc's own command buffer. Waits for the previous step
+ * first if it is still running. Fails with KVC_ERROR_BAD_STATE when a step is open. */
+KVC_API kvc_status kvc_step_begin(kvc_context* context);
+
+/* Starts recording a step into an application's VkCommandBuffer (passed as void*), which must
+ * be in the recording state, on a queue family with compute (a context from
+ * kvc_context_create_from_vulkan). Synchronization contract:
+ *  - before: libkvc's first command waits (a global memory barrier) for every compute-shader
+ *    and transfer write recorded before it in `command_buffer`, so Q, K and V written by the
+ *    application's kernels or copies just before are seen;
+ *  - after: kvc_step_end records a barrier that makes every libkvc write available to compute
+ *    shaders and transfers recorded after it (the attention output, the scores);
+ *  - libkvc leaves its own compute pipeline, descriptor set and push constants bound;
+ *  - the application submits the command buffer, and it must have completed (or been
+ *    discarded) before the next step on this context begins or any other call on the context
+ *    runs: libkvc then reuses the step's descriptor sets, staging and scratch memory.
+ * Host outputs are refused in such a step (KVC_ERROR_BAD_STATE): read results through device
+ * buffers. Host inputs are staged as usual. */
+KVC_API kvc_status kvc_step_begin_commands(kvc_context* context, void* command_buffer);
+
+/* Ends the open step: submits libkvc's command buffer without waiting (a step begun with
+ * kvc_step_begin), or records the closing barrier into the application's (begun with
+ * kvc_step_begin_commands; the application submits it). */
+KVC_API kvc_status kvc_step_end(kvc_context* context);
+
+/* Waits at most `timeout_ns` nanoseconds (0 polls, UINT64_MAX waits as long as it takes) for
+ * the last step ended with kvc_step_end to finish on the device. KVC_OK: done, and its host
+ * outputs are written; KVC_TIMEOUT: still running, ask again. KVC_OK at once when there is
+ * nothing to wait for. */
+KVC_API kvc_status kvc_step_wait(kvc_context* context, uint64_t timeout_ns);
 
 #ifdef __cplusplus
 }

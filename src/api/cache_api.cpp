@@ -1,12 +1,9 @@
 // kvc_cache_* and kvc_attend: argument checks at the boundary, then the Cache does the work.
 #include <cstddef>
 
+#include "api/buffer_view.h"
 #include "api/handles.h"
 #include "policies/observation_window.h"
-
-namespace kvc::api {
-void release_context_reference(kvc_context* context);
-}
 
 using kvc::api::guarded;
 
@@ -59,8 +56,9 @@ kvc_status kvc_cache_create(kvc_context* context, const kvc_cache_desc* desc, kv
     const kvc::CacheConfig config = kvc::validate_cache_desc(desc);
     auto cache = std::make_unique<kvc_cache>();
     cache->context = context;
+    kvc::api::require_no_step(*context, "kvc_cache_create");
     cache->cache = std::make_unique<kvc::Cache>(*context->backend, config);
-    ++context->live_caches;
+    ++context->live_handles;
     *out_cache = cache.release();
   });
 }
@@ -75,7 +73,18 @@ void kvc_cache_destroy(kvc_cache* cache) {
 kvc_status kvc_cache_append(kvc_cache* cache, uint32_t layer, uint32_t n_tokens, kvc_dtype dtype, const void* k, const void* v) {
   return with_cache(cache, [&](kvc::Cache& c) {
     require_dtype(c, dtype);
-    c.append(layer, n_tokens, k, v);
+    c.append_host(layer, n_tokens, k, v);
+  });
+}
+
+kvc_status kvc_cache_append_device(kvc_cache* cache, uint32_t layer, uint32_t n_tokens, kvc_dtype dtype, kvc_buffer_view k,
+                                   kvc_buffer_view v) {
+  return with_cache(cache, [&](kvc::Cache& c) {
+    require_dtype(c, dtype);
+    const uint64_t bytes = uint64_t(n_tokens) * c.config().token_elements() * kvc::dtype_size(c.config().dtype);
+    const kvc::View k_view = kvc::api::device_view(*cache->context, k, bytes, "k");
+    const kvc::View v_view = kvc::api::device_view(*cache->context, v, bytes, "v");
+    c.append_device(layer, n_tokens, k_view, v_view);
   });
 }
 
@@ -83,7 +92,23 @@ kvc_status kvc_attend(kvc_cache* cache, uint32_t layer, uint32_t n_queries, kvc_
                       float* scores) {
   return with_cache(cache, [&](kvc::Cache& c) {
     require_dtype(c, dtype);
-    c.attend(layer, n_queries, q, out, scores);
+    c.attend_host(layer, n_queries, q, out, scores);
+  });
+}
+
+kvc_status kvc_attend_device(kvc_cache* cache, uint32_t layer, uint32_t n_queries, kvc_dtype dtype, kvc_buffer_view q,
+                             kvc_buffer_view out, kvc_buffer_view scores) {
+  return with_cache(cache, [&](kvc::Cache& c) {
+    require_dtype(c, dtype);
+    kvc::require(layer < c.config().num_layers, KVC_ERROR_OUT_OF_RANGE,
+                 "layer " + std::to_string(layer) + " is past the cache's " + std::to_string(c.config().num_layers) + " layers");
+    const uint64_t bytes = uint64_t(n_queries) * c.config().query_elements() * kvc::dtype_size(c.config().dtype);
+    const kvc::View q_view = kvc::api::device_view(*cache->context, q, bytes, "q");
+    const kvc::View out_view = kvc::api::device_view(*cache->context, out, bytes, "out");
+    // [num_kv_heads][slots]: the slots attention sees are the held ones (checked again by the cache).
+    const uint64_t score_bytes = uint64_t(c.config().num_kv_heads) * c.layer(layer).slots_held * sizeof(float);
+    const kvc::View scores_view = scores.buffer ? kvc::api::device_view(*cache->context, scores, score_bytes, "scores") : kvc::View{};
+    c.attend_device(layer, n_queries, q_view, out_view, scores_view);
   });
 }
 
@@ -100,6 +125,7 @@ kvc_status kvc_cache_read(kvc_cache* cache, uint32_t layer, uint32_t max_slots, 
                           int32_t* positions) {
   return with_cache(cache, [&](kvc::Cache& c) {
     require_dtype(c, dtype);
+    kvc::api::require_no_step(*cache->context, "kvc_cache_read");
     c.read(layer, max_slots, k, v, positions);
   });
 }
@@ -128,7 +154,10 @@ kvc_status kvc_cache_end_prefill(kvc_cache* cache) {
 }
 
 kvc_status kvc_cache_reset(kvc_cache* cache) {
-  return with_cache(cache, [&](kvc::Cache& c) { c.reset(); });
+  return with_cache(cache, [&](kvc::Cache& c) {
+    kvc::api::require_no_step(*cache->context, "kvc_cache_reset");
+    c.reset();
+  });
 }
 
 }  // extern "C"

@@ -1,6 +1,7 @@
 // kvc_context_*: backend choice, wrapping an application's Vulkan device, info, last error.
 #include <cstring>
 
+#include "api/buffer_view.h"
 #include "api/handles.h"
 #include "vulkan/device.h"
 
@@ -73,7 +74,7 @@ kvc_status kvc_context_create_from_vulkan(const kvc_vulkan_handles* handles, kvc
 void kvc_context_destroy(kvc_context* context) {
   if (!context) return;
   // Caches still alive keep the context; the last kvc_cache_destroy frees it.
-  if (context->live_caches > 0) context->destroy_requested = true;
+  if (context->live_handles > 0) context->destroy_requested = true;
   else destroy_now(context);
 }
 
@@ -93,9 +94,11 @@ kvc_status kvc_context_info_get(kvc_context* context, kvc_context_info* info) {
     const kvc::Backend& backend = *context->backend;
     result.backend = backend.is_cpu() ? KVC_BACKEND_CPU : KVC_BACKEND_VULKAN;
     std::strncpy(result.device_name, backend.device_name().c_str(), sizeof(result.device_name) - 1);
+    result.buffer_offset_alignment = 1;
     if (!backend.is_cpu()) {
       result.vendor_id = backend.device().properties().vendorID;
       result.validation_messages = backend.device().validation_messages();
+      result.buffer_offset_alignment = kvc::api::buffer_offset_alignment(backend);
     }
     *info = result;
   });
@@ -104,7 +107,8 @@ kvc_status kvc_context_info_get(kvc_context* context, kvc_context_info* info) {
 }  // extern "C"
 
 namespace kvc::api {
+
 void release_context_reference(kvc_context* context) {
-  if (--context->live_caches == 0 && context->destroy_requested) destroy_now(context);
+  if (--context->live_handles == 0 && context->destroy_requested) destroy_now(context);
 }
 }  // namespace kvc::api

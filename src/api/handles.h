@@ -12,8 +12,8 @@
 struct kvc_context {
   std::unique_ptr<kvc::Backend> backend;
   std::string last_error;
-  uint32_t live_caches = 0;
-  bool destroy_requested = false;  // kvc_context_destroy ran while caches were alive
+  uint32_t live_handles = 0;       // caches and buffers made on it
+  bool destroy_requested = false;  // kvc_context_destroy ran while caches or buffers were alive
 };
 
 struct kvc_cache {
@@ -21,30 +21,45 @@ struct kvc_cache {
   std::unique_ptr<kvc::Cache> cache;
 };
 
+struct kvc_buffer {
+  kvc_context* context = nullptr;
+  std::unique_ptr<kvc::Tensor> tensor;
+};
+
 namespace kvc::api {
 
-// Runs `body`; on failure records the message (on `context` when there is one, else in
-// `fallback`) and returns the status.
+// Runs `body`; on failure drops the work it had begun to record, records the message (on
+// `context` when there is one, else in `fallback`) and returns the status.
 template <typename Body>
 kvc_status guarded(kvc_context* context, std::string* fallback, Body&& body) {
   std::string* sink = context ? &context->last_error : fallback;
+  const auto fail = [&](kvc_status status, const std::string& message) {
+    if (context && context->backend) context->backend->abandon();
+    if (sink) *sink = message;
+    return status;
+  };
   try {
     body();
     return KVC_OK;
   } catch (const Error& error) {
-    if (sink) *sink = error.what();
-    return error.status();
+    return fail(error.status(), error.what());
   } catch (const std::bad_alloc&) {
-    if (sink) *sink = "out of host memory";
-    return KVC_ERROR_OUT_OF_MEMORY;
+    return fail(KVC_ERROR_OUT_OF_MEMORY, "out of host memory");
   } catch (const std::exception& error) {
-    if (sink) *sink = std::string("internal error: ") + error.what();
-    return KVC_ERROR_INTERNAL;
+    return fail(KVC_ERROR_INTERNAL, std::string("internal error: ") + error.what());
   } catch (...) {
-    if (sink) *sink = "internal error: unknown exception";
-    return KVC_ERROR_INTERNAL;
+    return fail(KVC_ERROR_INTERNAL, "internal error: unknown exception");
   }
 }
+
+// Throws KVC_ERROR_BAD_STATE when a step is open on the context: `call` must run alone.
+inline void require_no_step(const kvc_context& context, const char* call) {
+  require(!context.backend->in_step(), KVC_ERROR_BAD_STATE,
+          std::string(call) + " cannot run inside a step: call it before kvc_step_begin or after kvc_step_end");
+}
+
+// Lets go of one of the context's caches or buffers; frees a context whose destroy waited.
+void release_context_reference(kvc_context* context);
 
 // Throws KVC_ERROR_INVALID_ARGUMENT unless a descriptor's struct_size covers `needed` bytes.
 inline void require_struct_size(uint32_t struct_size, size_t needed, const char* type) {

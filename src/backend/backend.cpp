@@ -18,9 +18,10 @@ Backend::Backend(BackendKind kind, std::unique_ptr<vk::Device> device) : kind_(k
 }
 
 Backend::~Backend() {
+  if (recorder_) recorder_->wait(UINT64_MAX);
   shared_tables_.clear();
   scratch_.clear();
-  retired_scratch_.clear();
+  released_.clear();
   dct_plans_.reset();
   recorder_.reset();
   device_.reset();
@@ -56,20 +57,24 @@ uint64_t Backend::max_buffer_bytes() const {
 }
 
 void Backend::begin() {
-  retired_scratch_.clear();
-  if (recorder_) recorder_->begin();
+  require(!operation_open_, KVC_ERROR_INTERNAL, "Backend::begin inside an operation");
+  operation_open_ = true;
+  if (step_open_ || !recorder_) return;
+  recorder_->begin();
+  external_pending_ = false;
+  collect_released();
 }
 
 void Backend::upload(const void* src, size_t bytes, Tensor& dst, size_t dst_offset) {
   require(dst_offset + bytes <= dst.bytes(), KVC_ERROR_INTERNAL, "upload past the end of a tensor");
   if (is_cpu()) std::memcpy(static_cast<unsigned char*>(dst.host()) + dst_offset, src, bytes);
-  else recorder_->upload(src, bytes, {&dst.buffer(), dst_offset, bytes});
+  else recorder_->upload(src, bytes, dst.slice(dst_offset, bytes));
 }
 
 void Backend::download(const Tensor& src, size_t src_offset, void* dst, size_t bytes) {
   require(src_offset + bytes <= src.bytes(), KVC_ERROR_INTERNAL, "download past the end of a tensor");
   if (is_cpu()) std::memcpy(dst, static_cast<const unsigned char*>(src.host()) + src_offset, bytes);
-  else recorder_->download({&src.buffer(), src_offset, bytes}, dst, bytes);
+  else recorder_->download(src.slice(src_offset, bytes), dst, bytes);
 }
 
 void Backend::copy(const Tensor& src, size_t src_offset, Tensor& dst, size_t dst_offset, size_t bytes) {
@@ -78,19 +83,72 @@ void Backend::copy(const Tensor& src, size_t src_offset, Tensor& dst, size_t dst
   if (is_cpu())
     std::memmove(static_cast<unsigned char*>(dst.host()) + dst_offset,
                  static_cast<const unsigned char*>(src.host()) + src_offset, bytes);
-  else recorder_->copy({&src.buffer(), src_offset, bytes}, {&dst.buffer(), dst_offset, bytes}, bytes);
+  else recorder_->copy(src.slice(src_offset, bytes), dst.slice(dst_offset, bytes), bytes);
 }
 
 void Backend::submit() {
-  if (recorder_) recorder_->submit();
+  require(operation_open_, KVC_ERROR_INTERNAL, "Backend::submit without begin");
+  operation_open_ = false;
+  if (step_open_ || !recorder_) return;
+  recorder_->submit();
+  collect_released();
+}
+
+void Backend::abandon() {
+  if (!operation_open_) return;
+  operation_open_ = false;
+  if (step_open_) step_broken_ = true;
+  else if (recorder_) recorder_->discard();
+}
+
+void Backend::begin_step(void* external) {
+  require(!step_open_, KVC_ERROR_BAD_STATE, "a step is already open on this context: end it with kvc_step_end first");
+  if (recorder_) {
+    recorder_->begin(static_cast<VkCommandBuffer>(external));
+    external_pending_ = false;
+    collect_released();
+  }
+  step_open_ = true;
+  step_broken_ = false;
+}
+
+void Backend::end_step() {
+  require(step_open_, KVC_ERROR_BAD_STATE, "no step is open on this context: begin one with kvc_step_begin");
+  step_open_ = false;
+  if (!recorder_) return;
+  if (step_broken_) {
+    recorder_->discard();
+    throw Error(KVC_ERROR_BAD_STATE,
+                "a call in this step failed after recording part of its work (see its error): nothing was submitted; "
+                "reset the caches the step used");
+  }
+  external_pending_ = recorder_->external();
+  recorder_->end();
+}
+
+bool Backend::wait_step(uint64_t timeout_ns) {
+  if (!recorder_) return true;
+  if (!recorder_->wait(timeout_ns)) return false;
+  if (!external_pending_) collect_released();
+  return true;
+}
+
+bool Backend::in_external_step() const { return step_open_ && recorder_ && recorder_->external(); }
+
+double Backend::last_submission_gpu_us() const { return recorder_ ? recorder_->last_submission_ns() * 1e-3 : 0.0; }
+
+void Backend::release(std::unique_ptr<vk::Buffer> buffer) {
+  if (recorder_ && (recorder_->recording() || recorder_->in_flight() || external_pending_)) released_.push_back(std::move(buffer));
+}
+
+void Backend::collect_released() {
+  if (!recorder_->recording()) released_.clear();
 }
 
 Tensor& Backend::scratch(ScratchId id, size_t bytes) {
   std::unique_ptr<Tensor>& slot = scratch_[static_cast<size_t>(id)];
-  if (!slot || slot->bytes() < bytes) {
-    if (slot) retired_scratch_.push_back(std::move(slot));  // recorded commands may still use it
-    slot = std::make_unique<Tensor>(*this, bytes + bytes / 2);
-  }
+  // An outgrown tensor's buffer outlives it while recorded commands use it (release()).
+  if (!slot || slot->bytes() < bytes) slot = std::make_unique<Tensor>(*this, bytes + bytes / 2);
   return *slot;
 }
 
@@ -117,11 +175,16 @@ Tensor::Tensor(Backend& backend, size_t bytes) : backend_(backend), bytes_(bytes
   else buffer_ = std::make_unique<vk::Buffer>(backend.device(), bytes, vk::MemoryKind::DeviceLocal);
 }
 
-Tensor::~Tensor() = default;
+Tensor::Tensor(Backend& backend, std::unique_ptr<vk::Buffer> borrowed, size_t offset, size_t bytes)
+    : backend_(backend), bytes_(bytes), buffer_offset_(offset), buffer_(std::move(borrowed)) {}
 
-const vk::Buffer& Tensor::buffer() const {
+Tensor::~Tensor() {
+  if (buffer_) backend_.release(std::move(buffer_));
+}
+
+vk::BufferSlice Tensor::slice(size_t offset, size_t bytes) const {
   require(buffer_ != nullptr, KVC_ERROR_INTERNAL, "Vulkan buffer asked of a CPU tensor");
-  return *buffer_;
+  return {buffer_.get(), buffer_offset_ + offset, bytes};
 }
 
 }  // namespace kvc

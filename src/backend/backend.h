@@ -1,6 +1,8 @@
 // Where ops run: the CPU (the reference, and a real fallback) or one Vulkan device.
-// Work is grouped in submissions: begin(), uploads, ops, downloads, submit(). On the CPU
-// everything runs at once and submit() is a no-op; on Vulkan it is recorded and run at submit().
+// An operation brackets its work with begin() ... submit(): uploads, ops, downloads. Outside a
+// step that records, submits and waits; inside a step (begin_step ... end_step, the public
+// kvc_step_*) it only records, and the step's one submission runs every operation's work in
+// order. On the CPU everything runs at once and submissions are no-ops.
 #pragma once
 
 #include <cstddef>
@@ -20,6 +22,7 @@ class Buffer;
 class DctPlans;
 class Device;
 class Recorder;
+struct BufferSlice;
 }  // namespace vk
 
 class Tensor;
@@ -38,6 +41,8 @@ enum class ScratchId : uint32_t {
   WindowRowStats,
   WindowHitBounds,
   FrequencyCompressed,
+  AppendKeys,    // a host append's K, staged on the device
+  AppendValues,  // and its V
   Count
 };
 
@@ -56,11 +61,30 @@ class Backend {
   // The largest buffer range one shader binding may cover.
   uint64_t max_buffer_bytes() const;
 
+  // One operation's work (see the top of this file).
   void begin();
   void upload(const void* src, size_t bytes, Tensor& dst, size_t dst_offset);
+  // Outside a step `dst` holds the data when submit() returns; inside one, when wait_step
+  // returns true. Refused in a step recorded into an application's command buffer.
   void download(const Tensor& src, size_t src_offset, void* dst, size_t bytes);
   void copy(const Tensor& src, size_t src_offset, Tensor& dst, size_t dst_offset, size_t bytes);
   void submit();
+  // An operation failed after begin(): its partial work is dropped, and a step it was
+  // recorded in can no longer be submitted.
+  void abandon();
+
+  // Steps: many operations, one submission. `external` is an application's VkCommandBuffer in
+  // the recording state (passed as void*: no Vulkan types here), or null for libkvc's own.
+  void begin_step(void* external);
+  // Submits libkvc's command buffer without waiting, or closes the application's; throws
+  // KVC_ERROR_BAD_STATE (submitting nothing) when an operation failed mid-recording.
+  void end_step();
+  // True once the last ended step finished on the device (its read-backs delivered).
+  bool wait_step(uint64_t timeout_ns);
+  bool in_step() const { return step_open_; }
+  bool in_external_step() const;
+  // GPU time of the last submission libkvc waited for, in microseconds (0 if unknown).
+  double last_submission_gpu_us() const;
 
   // A scratch tensor of at least `bytes`, valid for the current submission.
   Tensor& scratch(ScratchId id, size_t bytes);
@@ -76,19 +100,31 @@ class Backend {
  private:
   Backend(BackendKind kind, std::unique_ptr<vk::Device> device);
 
+  friend class Tensor;
+  // A buffer whose tensor is gone: freed now, or once the work recorded with it finished.
+  void release(std::unique_ptr<vk::Buffer> buffer);
+  // Frees what release() kept, once no recorded work can use it.
+  void collect_released();
+
   BackendKind kind_;
   std::unique_ptr<vk::Device> device_;
   std::unique_ptr<vk::Recorder> recorder_;
   std::unique_ptr<vk::DctPlans> dct_plans_;
   std::vector<std::unique_ptr<Tensor>> scratch_;
-  std::vector<std::unique_ptr<Tensor>> retired_scratch_;  // outgrown during a recording
   std::map<std::string, std::unique_ptr<Tensor>> shared_tables_;
+  std::vector<std::unique_ptr<vk::Buffer>> released_;  // still used by recorded work
+  bool step_open_ = false;
+  bool operation_open_ = false;    // between begin() and submit()
+  bool step_broken_ = false;       // an operation failed after recording part of its work
+  bool external_pending_ = false;  // an application's command buffer may still run our work
 };
 
 // Bytes that live on one backend: host memory on the CPU, a device-local buffer on Vulkan.
 class Tensor {
  public:
   Tensor(Backend& backend, size_t bytes);
+  // `bytes` of an application's buffer from `offset` on (Vulkan only), used in place.
+  Tensor(Backend& backend, std::unique_ptr<vk::Buffer> borrowed, size_t offset, size_t bytes);
   ~Tensor();
   Tensor(const Tensor&) = delete;
   Tensor& operator=(const Tensor&) = delete;
@@ -97,11 +133,13 @@ class Tensor {
   Backend& backend() const { return backend_; }
   void* host() { return host_.data(); }  // CPU only
   const void* host() const { return host_.data(); }
-  const vk::Buffer& buffer() const;      // Vulkan only
+  // `bytes` from `offset` on, as Vulkan commands and bindings take them (Vulkan only).
+  vk::BufferSlice slice(size_t offset, size_t bytes) const;
 
  private:
   Backend& backend_;
   size_t bytes_;
+  size_t buffer_offset_ = 0;  // where the tensor starts in buffer_
   std::vector<unsigned char> host_;
   std::unique_ptr<vk::Buffer> buffer_;
 };

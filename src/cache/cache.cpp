@@ -1,10 +1,10 @@
 #include "cache/cache.h"
 
 #include <algorithm>
-#include <cmath>
-#include <cstring>
 #include <string>
 
+#include "common/finite_check.h"
+#include "ops/append_rows.h"
 #include "ops/attention.h"
 
 namespace kvc {
@@ -17,9 +17,8 @@ Tensor& ensure(std::unique_ptr<Tensor>& tensor, Backend& backend, size_t bytes) 
 }
 
 void require_finite(const void* data, Dtype dtype, size_t count, const char* what) {
-  for (size_t i = 0; i < count; ++i)
-    require(std::isfinite(load_element(data, dtype, i)), KVC_ERROR_NOT_FINITE,
-            std::string(what) + " holds NaN or Inf at element " + std::to_string(i));
+  const size_t bad = first_non_finite(data, dtype, count);
+  if (bad < count) throw Error(KVC_ERROR_NOT_FINITE, std::string(what) + " holds NaN or Inf at element " + std::to_string(bad));
 }
 
 }  // namespace
@@ -27,8 +26,8 @@ void require_finite(const void* data, Dtype dtype, size_t count, const char* wha
 Cache::Cache(Backend& backend, const CacheConfig& config)
     : backend_(backend), config_(config), policy_(make_policy(config)) {
   config_.policy_params = nullptr;  // the policy copied what it needs
-  slot_stride_ = policy_->slots_allocated();
-  const size_t layer_kv_bytes = size_t(config_.num_kv_heads) * slot_stride_ * config_.head_dim * dtype_size(config_.dtype);
+  const uint32_t slot_stride = policy_->slots_allocated();
+  const size_t layer_kv_bytes = size_t(config_.num_kv_heads) * slot_stride * config_.head_dim * dtype_size(config_.dtype);
   if (!backend.is_cpu()) {
     // Shaders index elements with 32-bit integers and bind each layer's K or V whole.
     const uint64_t max_range = std::min<uint64_t>(backend.max_buffer_bytes(), uint64_t(1) << 32);
@@ -37,11 +36,7 @@ Cache::Cache(Backend& backend, const CacheConfig& config)
                 std::to_string(max_range) + ": lower capacity or split the cache");
   }
   layers_.resize(config_.num_layers);
-  for (LayerState& layer : layers_) {
-    layer.k = std::make_unique<Tensor>(backend, layer_kv_bytes);
-    layer.v = std::make_unique<Tensor>(backend, layer_kv_bytes);
-    layer.positions = std::make_unique<Tensor>(backend, size_t(config_.num_kv_heads) * slot_stride_ * sizeof(int32_t));
-  }
+  for (LayerState& layer : layers_) allocate_storage(layer, slot_stride);
   policy_->allocate_device_state(backend);
   if (config_.rope.enabled()) {
     const std::vector<uint32_t> turns = ops::rope_turn_table(config_.rope);
@@ -52,48 +47,90 @@ Cache::Cache(Backend& backend, const CacheConfig& config)
   }
 }
 
+void Cache::allocate_storage(LayerState& layer, uint32_t slot_stride) {
+  const size_t rows = size_t(config_.num_kv_heads) * slot_stride;
+  layer.k = std::make_unique<Tensor>(backend_, rows * config_.head_dim * dtype_size(config_.dtype));
+  layer.v = std::make_unique<Tensor>(backend_, rows * config_.head_dim * dtype_size(config_.dtype));
+  layer.positions = std::make_unique<Tensor>(backend_, rows * sizeof(int32_t));
+  layer.slot_stride = slot_stride;
+}
+
+void Cache::replace_storage(uint32_t layer_index, std::unique_ptr<Tensor> k, std::unique_ptr<Tensor> v,
+                            std::unique_ptr<Tensor> positions, uint32_t slot_stride) {
+  LayerState& layer = layers_[layer_index];
+  layer.k = std::move(k);
+  layer.v = std::move(v);
+  layer.positions = std::move(positions);
+  layer.slot_stride = slot_stride;
+}
+
 size_t Cache::bytes_per_slot() const {
   return config_.num_kv_heads * (2 * config_.head_dim * dtype_size(config_.dtype) + sizeof(int32_t));
 }
 
 size_t Cache::device_bytes_held() const {
-  size_t total = rope_turns_ ? rope_turns_->bytes() : 0;
+  size_t total = (rope_turns_ ? rope_turns_->bytes() : 0) + policy_->device_bytes_held();
   for (const LayerState& layer : layers_) total += layer.k->bytes() + layer.v->bytes() + layer.positions->bytes();
   return total;
 }
 
-void Cache::append(uint32_t layer_index, uint32_t n_tokens, const void* k, const void* v) {
+void Cache::check_layer(uint32_t layer_index) const {
   require(layer_index < config_.num_layers, KVC_ERROR_OUT_OF_RANGE,
           "layer " + std::to_string(layer_index) + " is past the cache's " + std::to_string(config_.num_layers) + " layers");
+}
+
+void Cache::check_append(uint32_t layer_index, uint32_t n_tokens) const {
+  check_layer(layer_index);
   require(n_tokens >= 1, KVC_ERROR_INVALID_ARGUMENT, "n_tokens is 0");
+  policy_->check_append(*this, layer_index, n_tokens);
+}
+
+void Cache::check_attend(uint32_t layer_index, uint32_t n_queries) const {
+  check_layer(layer_index);
+  require(n_queries >= 1, KVC_ERROR_INVALID_ARGUMENT, "n_queries is 0");
+  const LayerState& layer = layers_[layer_index];
+  require(layer.last_append > 0, KVC_ERROR_BAD_STATE,
+          "layer " + std::to_string(layer_index) + " has no appended tokens to attend from: append the chunk's K/V first");
+  require(n_queries <= layer.last_append, KVC_ERROR_BAD_STATE,
+          std::to_string(n_queries) + " queries, but the last append of layer " + std::to_string(layer_index) + " held " +
+              std::to_string(layer.last_append) + " tokens: queries are the newest appended tokens");
+}
+
+void Cache::append_host(uint32_t layer_index, uint32_t n_tokens, const void* k, const void* v) {
+  check_append(layer_index, n_tokens);
   require(k != nullptr && v != nullptr, KVC_ERROR_NULL_POINTER, "kvc_cache_append: k or v is NULL");
   const size_t elements = size_t(n_tokens) * config_.token_elements();
   require_finite(k, config_.dtype, elements, "k");
   require_finite(v, config_.dtype, elements, "v");
-  policy_->check_append(*this, layer_index, n_tokens);
-
-  LayerState& layer = layers_[layer_index];
-  const size_t row_bytes = size_t(config_.head_dim) * dtype_size(config_.dtype);
-  // Host layout [token][kv_head][dim] -> per kv head, n_tokens contiguous rows.
-  std::vector<unsigned char> k_heads(elements * dtype_size(config_.dtype)), v_heads(k_heads.size());
-  std::vector<int32_t> positions(n_tokens);
-  for (uint32_t token = 0; token < n_tokens; ++token) {
-    positions[token] = policy_->position_for_slot(*this, layer_index, layer.slots_held + token, layer.tokens_seen + token);
-    for (uint32_t head = 0; head < config_.num_kv_heads; ++head) {
-      const size_t from = (size_t(token) * config_.num_kv_heads + head) * row_bytes;
-      const size_t to = (size_t(head) * n_tokens + token) * row_bytes;
-      std::memcpy(&k_heads[to], static_cast<const unsigned char*>(k) + from, row_bytes);
-      std::memcpy(&v_heads[to], static_cast<const unsigned char*>(v) + from, row_bytes);
-    }
-  }
+  // Staged as they come; the append scatters them to the cache's layout on the device.
+  const size_t bytes = elements * dtype_size(config_.dtype);
   backend_.begin();
-  for (uint32_t head = 0; head < config_.num_kv_heads; ++head) {
-    const size_t first_slot = size_t(head) * slot_stride_ + layer.slots_held;
-    backend_.upload(&k_heads[size_t(head) * n_tokens * row_bytes], n_tokens * row_bytes, *layer.k, first_slot * row_bytes);
-    backend_.upload(&v_heads[size_t(head) * n_tokens * row_bytes], n_tokens * row_bytes, *layer.v, first_slot * row_bytes);
-    backend_.upload(positions.data(), n_tokens * sizeof(int32_t), *layer.positions, first_slot * sizeof(int32_t));
-  }
+  Tensor& k_staged = backend_.scratch(ScratchId::AppendKeys, bytes);
+  Tensor& v_staged = backend_.scratch(ScratchId::AppendValues, bytes);
+  backend_.upload(k, bytes, k_staged, 0);
+  backend_.upload(v, bytes, v_staged, 0);
+  record_append(layer_index, n_tokens, view(k_staged), view(v_staged));
   backend_.submit();
+}
+
+void Cache::append_device(uint32_t layer_index, uint32_t n_tokens, View k, View v) {
+  check_append(layer_index, n_tokens);
+  backend_.begin();
+  record_append(layer_index, n_tokens, k, v);
+  backend_.submit();
+}
+
+void Cache::record_append(uint32_t layer_index, uint32_t n_tokens, View k, View v) {
+  LayerState& layer = layers_[layer_index];
+  ops::AppendRowsShape shape;
+  shape.num_kv_heads = config_.num_kv_heads;
+  shape.head_dim = config_.head_dim;
+  shape.slot_stride = layer.slot_stride;
+  shape.first_slot = layer.slots_held;
+  shape.num_tokens = n_tokens;
+  shape.first_position = policy_->position_for_slot(*this, layer_index, layer.slots_held, layer.tokens_seen);
+  shape.dtype = config_.dtype;
+  ops::append_rows(backend_, shape, {k, v, view(*layer.k), view(*layer.v), view(*layer.positions)});
   layer.slots_held += n_tokens;
   layer.last_append = n_tokens;
   layer.tokens_seen += n_tokens;
@@ -106,49 +143,68 @@ ops::AttentionShape Cache::attention_shape(uint32_t layer_index, uint32_t n_quer
   shape.head_dim = config_.head_dim;
   shape.num_queries = n_queries;
   shape.num_slots = layers_[layer_index].slots_held;
-  shape.slot_stride = slot_stride_;
+  shape.slot_stride = layers_[layer_index].slot_stride;
   shape.dtype = config_.dtype;
   shape.rope = config_.rope;
   return shape;
 }
 
-void Cache::attend(uint32_t layer_index, uint32_t n_queries, const void* q, void* out, float* scores) {
-  require(layer_index < config_.num_layers, KVC_ERROR_OUT_OF_RANGE,
-          "layer " + std::to_string(layer_index) + " is past the cache's " + std::to_string(config_.num_layers) + " layers");
-  require(n_queries >= 1, KVC_ERROR_INVALID_ARGUMENT, "n_queries is 0");
+void Cache::attend_host(uint32_t layer_index, uint32_t n_queries, const void* q, void* out, float* scores) {
+  check_attend(layer_index, n_queries);
   require(q != nullptr && out != nullptr, KVC_ERROR_NULL_POINTER, "kvc_attend: q or out is NULL");
-  LayerState& layer = layers_[layer_index];
-  require(layer.last_append > 0, KVC_ERROR_BAD_STATE,
-          "layer " + std::to_string(layer_index) + " has no appended tokens to attend from: append the chunk's K/V first");
-  require(n_queries <= layer.last_append, KVC_ERROR_BAD_STATE,
-          std::to_string(n_queries) + " queries, but the last append of layer " + std::to_string(layer_index) + " held " +
-              std::to_string(layer.last_append) + " tokens: queries are the newest appended tokens");
+  require(!backend_.in_external_step(), KVC_ERROR_BAD_STATE,
+          "kvc_attend writes host memory, which a step recorded into the application's command buffer cannot: "
+          "use kvc_attend_device");
   const size_t q_elements = size_t(n_queries) * config_.query_elements();
   require_finite(q, config_.dtype, q_elements, "q");
 
   const size_t q_bytes = q_elements * dtype_size(config_.dtype);
-  const size_t score_bytes = size_t(config_.num_kv_heads) * layer.slots_held * sizeof(float);
-  const bool want_scores = scores != nullptr || policy_->needs_scores();
+  const size_t score_bytes = size_t(config_.num_kv_heads) * layers_[layer_index].slots_held * sizeof(float);
   backend_.begin();
   Tensor& q_dev = ensure(query_input_, backend_, q_bytes);
   Tensor& out_dev = ensure(attend_output_, backend_, q_bytes);
-  Tensor* scores_dev = want_scores ? &ensure(attend_scores_, backend_, score_bytes) : nullptr;
   backend_.upload(q, q_bytes, q_dev, 0);
-  const ops::AttentionShape shape = attention_shape(layer_index, n_queries);
-  const ops::AttentionArgs args{view(q_dev), view(*layer.k), view(*layer.v), view(*layer.positions), turn_table(),
-                                view(out_dev), scores_dev ? view(*scores_dev) : View{}};
-  ops::attention(backend_, shape, args);
+  const View scores_dev = scores ? view(ensure(attend_scores_, backend_, score_bytes)) : View{};
+  const View policy_scores = record_attention(layer_index, n_queries, view(q_dev), view(out_dev), scores_dev);
   backend_.download(out_dev, 0, out, q_bytes);
-  if (scores) backend_.download(*scores_dev, 0, scores, score_bytes);
-  layer.last_queries = n_queries;
-  policy_->after_attend(*this, layer_index, scores_dev ? view(*scores_dev) : View{});
+  if (scores) backend_.download(*scores_dev.tensor, 0, scores, score_bytes);
+  finish_attend(layer_index, n_queries, view(q_dev), policy_scores);
   backend_.submit();
+}
+
+void Cache::attend_device(uint32_t layer_index, uint32_t n_queries, View q, View out, View scores) {
+  check_attend(layer_index, n_queries);
+  backend_.begin();
+  const View policy_scores = record_attention(layer_index, n_queries, q, out, scores);
+  finish_attend(layer_index, n_queries, q, policy_scores);
+  backend_.submit();
+}
+
+View Cache::record_attention(uint32_t layer_index, uint32_t n_queries, View q, View out, View scores) {
+  LayerState& layer = layers_[layer_index];
+  if (!scores && policy_->needs_scores())
+    scores = view(ensure(attend_scores_, backend_, size_t(config_.num_kv_heads) * layer.slots_held * sizeof(float)));
+  ops::attention(backend_, attention_shape(layer_index, n_queries),
+                 {q, view(*layer.k), view(*layer.v), view(*layer.positions), turn_table(), out, scores});
+  layer.last_queries = n_queries;
+  return scores;
+}
+
+void Cache::finish_attend(uint32_t layer_index, uint32_t n_queries, View q, View scores) {
+  attend_queries_ = q;
+  policy_->after_attend(*this, layer_index, scores);
   policy_->observe_queries(*this, layer_index, q, n_queries);
+  attend_queries_ = View{};
+}
+
+void Cache::end_prefill() {
+  backend_.begin();
+  policy_->end_prefill(*this);
+  backend_.submit();
 }
 
 void Cache::read(uint32_t layer_index, uint32_t max_slots, void* k, void* v, int32_t* positions) {
-  require(layer_index < config_.num_layers, KVC_ERROR_OUT_OF_RANGE,
-          "layer " + std::to_string(layer_index) + " is past the cache's " + std::to_string(config_.num_layers) + " layers");
+  check_layer(layer_index);
   const LayerState& layer = layers_[layer_index];
   require(max_slots >= layer.slots_held, KVC_ERROR_BUFFER_TOO_SMALL,
           "max_slots is " + std::to_string(max_slots) + " but layer " + std::to_string(layer_index) + " holds " +
@@ -157,7 +213,7 @@ void Cache::read(uint32_t layer_index, uint32_t max_slots, void* k, void* v, int
   const size_t held = layer.slots_held;
   backend_.begin();
   for (uint32_t head = 0; head < config_.num_kv_heads; ++head) {
-    const size_t first_slot = size_t(head) * slot_stride_;
+    const size_t first_slot = size_t(head) * layer.slot_stride;
     if (k) backend_.download(*layer.k, first_slot * row_bytes, static_cast<unsigned char*>(k) + head * held * row_bytes, held * row_bytes);
     if (v) backend_.download(*layer.v, first_slot * row_bytes, static_cast<unsigned char*>(v) + head * held * row_bytes, held * row_bytes);
     if (positions) backend_.download(*layer.positions, first_slot * sizeof(int32_t), positions + head * held, held * sizeof(int32_t));
@@ -166,7 +222,9 @@ void Cache::read(uint32_t layer_index, uint32_t max_slots, void* k, void* v, int
 }
 
 void Cache::reset() {
+  const uint32_t slot_stride = policy_->slots_allocated();
   for (LayerState& layer : layers_) {
+    if (layer.slot_stride != slot_stride) allocate_storage(layer, slot_stride);  // a compacted layer grows back
     layer.slots_held = 0;
     layer.last_append = 0;
     layer.tokens_seen = 0;

@@ -1,6 +1,8 @@
-// A KV cache on one backend: per layer, K and V as [num_kv_heads][slots][head_dim] and an
+// A KV cache on one backend: per layer, K and V as [num_kv_heads][slot_stride][head_dim] and an
 // int32 position per slot, under a policy. Every public method validates everything first,
-// so a call that throws leaves the cache unchanged.
+// so a call that throws leaves the cache unchanged. Appends and attends take their tensors from
+// the host (staged through the backend) or from tensors already on the backend; either way
+// their work is recorded in the backend's current operation, so a step holds many of them.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +20,7 @@ struct LayerState {
   std::unique_ptr<Tensor> k;          // [num_kv_heads][slot_stride][head_dim], before RoPE
   std::unique_ptr<Tensor> v;          // [num_kv_heads][slot_stride][head_dim]
   std::unique_ptr<Tensor> positions;  // int32 [num_kv_heads][slot_stride]
+  uint32_t slot_stride = 0;           // slots allocated per kv head (fewer once compacted)
   uint32_t slots_held = 0;            // the same for every kv head
   uint32_t last_append = 0;           // tokens of the latest append: the queries attend may take
   uint32_t last_queries = 0;          // queries of the latest attend (what its scores sum over)
@@ -28,24 +31,30 @@ class Cache {
  public:
   Cache(Backend& backend, const CacheConfig& config);
 
-  // Host data in the cache dtype, laid out as kvc.h documents.
-  void append(uint32_t layer, uint32_t n_tokens, const void* k, const void* v);
-  void attend(uint32_t layer, uint32_t n_queries, const void* q, void* out, float* scores);
+  // Host data in the cache dtype, laid out as kvc.h documents; checked for NaN and Inf.
+  void append_host(uint32_t layer, uint32_t n_tokens, const void* k, const void* v);
+  void attend_host(uint32_t layer, uint32_t n_queries, const void* q, void* out, float* scores);
+  // The same with tensors on this cache's backend (the caller checked their extent).
+  void append_device(uint32_t layer, uint32_t n_tokens, View k, View v);
+  void attend_device(uint32_t layer, uint32_t n_queries, View q, View out, View scores);
   void read(uint32_t layer, uint32_t max_slots, void* k, void* v, int32_t* positions);
   void reset();
   // Tells the policy the prompt is complete (kvc_cache_end_prefill).
-  void end_prefill() { policy_->end_prefill(*this); }
+  void end_prefill();
 
   const CacheConfig& config() const { return config_; }
   Backend& backend() const { return backend_; }
   Policy& policy() const { return *policy_; }
-  uint32_t slot_stride() const { return slot_stride_; }
   LayerState& layer(uint32_t index) { return layers_[index]; }
   const LayerState& layer(uint32_t index) const { return layers_[index]; }
+  // Gives `layer` new storage of `slot_stride` slots per kv head (a policy that compacted it
+  // into them); the old storage lives on while recorded work still reads it.
+  void replace_storage(uint32_t layer, std::unique_ptr<Tensor> k, std::unique_ptr<Tensor> v,
+                       std::unique_ptr<Tensor> positions, uint32_t slot_stride);
   // The shape of attention by n_queries newest tokens over everything `layer` holds.
   ops::AttentionShape attention_shape(uint32_t layer, uint32_t n_queries) const;
-  // The device copy of the running attend call's Q: [n_queries][num_q_heads][head_dim].
-  View attend_queries() const { return View{query_input_.get(), 0}; }
+  // The running attend call's Q on the backend: [n_queries][num_q_heads][head_dim].
+  View attend_queries() const { return attend_queries_; }
   View turn_table() const { return rope_turns_ ? View{rope_turns_.get(), 0} : View{}; }
   size_t bytes_per_slot() const;
   size_t device_bytes_held() const;
@@ -53,15 +62,27 @@ class Cache {
   void count_compression() { ++compressions_; }
 
  private:
+  void check_layer(uint32_t layer) const;
+  void check_append(uint32_t layer, uint32_t n_tokens) const;
+  void check_attend(uint32_t layer, uint32_t n_queries) const;
+  void allocate_storage(LayerState& layer, uint32_t slot_stride);
+  // Records the scatter of a chunk into `layer` and its bookkeeping.
+  void record_append(uint32_t layer, uint32_t n_tokens, View k, View v);
+  // Records attention; returns the scores view the policy reads (`scores`, or the cache's own
+  // when the policy needs them and the caller asked for none).
+  View record_attention(uint32_t layer, uint32_t n_queries, View q, View out, View scores);
+  // The policy's part of an attend, recorded after attention and any read-back of its scores.
+  void finish_attend(uint32_t layer, uint32_t n_queries, View q, View scores);
+
   Backend& backend_;
   CacheConfig config_;
   std::unique_ptr<Policy> policy_;
-  uint32_t slot_stride_ = 0;
   std::vector<LayerState> layers_;
   std::unique_ptr<Tensor> rope_turns_;
-  std::unique_ptr<Tensor> query_input_;   // device copy of the attend call's Q
-  std::unique_ptr<Tensor> attend_output_; // device output, then read back
+  std::unique_ptr<Tensor> query_input_;   // the host path's Q, staged
+  std::unique_ptr<Tensor> attend_output_; // the host path's output, then read back
   std::unique_ptr<Tensor> attend_scores_;
+  View attend_queries_;
   uint64_t compressions_ = 0;
 };
 

@@ -13,8 +13,7 @@ constexpr uint32_t kMaxGroups = 4096;  // enough to saturate any GPU; the rest i
 void copy_vulkan(Backend& backend, const CopyArgs& args) {
   const uint32_t vectors = static_cast<uint32_t>(args.bytes / 16);
   backend.recorder().dispatch({"copy", 2, sizeof(uint32_t), {kWorkgroupSize}},
-                              {{&args.src.tensor->buffer(), args.src.offset, args.bytes},
-                               {&args.dst.tensor->buffer(), args.dst.offset, args.bytes}},
+                              {args.src.tensor->slice(args.src.offset, args.bytes), args.dst.tensor->slice(args.dst.offset, args.bytes)},
                               &vectors, std::max(1u, std::min(group_count_unbounded(vectors, kWorkgroupSize), kMaxGroups)));
 }
 

@@ -13,7 +13,7 @@ namespace kvc::ops {
 
 // The rest of the view's tensor, from its offset.
 inline vk::BufferSlice slice(const View& view) {
-  return {&view.tensor->buffer(), view.offset, view.tensor->bytes() - view.offset};
+  return view.tensor->slice(view.offset, view.tensor->bytes() - view.offset);
 }
 
 // An optional operand: when absent, bind `stand_in` so the descriptor is valid; the kernel

@@ -25,8 +25,8 @@ void EvictionPolicy::check_append(const Cache& cache, uint32_t layer, uint32_t n
               std::to_string(settings_.chunk_slots) + ": attend (which evicts) first, or raise kvc_eviction_params.chunk_slots");
 }
 
-void EvictionPolicy::allocate(Cache& cache, LayerSteps& steps) const {
-  const size_t slots = size_t(cache.config().num_kv_heads) * cache.slot_stride();
+void EvictionPolicy::allocate(Cache& cache, uint32_t layer, LayerSteps& steps) const {
+  const size_t slots = size_t(cache.config().num_kv_heads) * cache.layer(layer).slot_stride;
   if (ops::rule_keeps_sums(settings_.rule) && !steps.score_sums)
     steps.score_sums = std::make_unique<Tensor>(cache.backend(), slots * sizeof(float));
   if (ops::rule_keeps_counts(settings_.rule) && !steps.score_counts)
@@ -52,9 +52,10 @@ void EvictionPolicy::prefill_by_blocks(Cache& cache, uint32_t layer) {
   const uint32_t window_queries = std::min(settings_.prefill_block, state.last_queries);
   const size_t query_row = config.query_elements() * dtype_size(config.dtype);
   Tensor& queries = ensure(window_queries_, backend, window_queries * query_row);
-  backend.copy(*cache.attend_queries().tensor, size_t(state.last_queries - window_queries) * query_row, queries, 0,
-               window_queries * query_row);
-  const size_t slots = size_t(config.num_kv_heads) * cache.slot_stride();
+  const View attend_queries = cache.attend_queries();
+  backend.copy(*attend_queries.tensor, attend_queries.offset + size_t(state.last_queries - window_queries) * query_row, queries,
+               0, window_queries * query_row);
+  const size_t slots = size_t(config.num_kv_heads) * state.slot_stride;
   Tensor& window_scores = ensure(window_scores_, backend, slots * sizeof(float));
   ops::attention(backend, cache.attention_shape(layer, window_queries),
                  {view(queries), view(*state.k), view(*state.v), view(*state.positions), cache.turn_table(),
@@ -63,7 +64,7 @@ void EvictionPolicy::prefill_by_blocks(Cache& cache, uint32_t layer) {
   ops::TreePrefillShape shape;
   shape.num_kv_heads = config.num_kv_heads;
   shape.head_dim = config.head_dim;
-  shape.slot_stride = cache.slot_stride();
+  shape.slot_stride = state.slot_stride;
   shape.dtype = config.dtype;
   shape.slots_held = state.slots_held;
   shape.num_queries = window_queries;
@@ -87,7 +88,7 @@ void EvictionPolicy::prefill_by_blocks(Cache& cache, uint32_t layer) {
 void EvictionPolicy::after_attend(Cache& cache, uint32_t layer, View scores) {
   LayerState& state = cache.layer(layer);
   LayerSteps& steps = layers_[layer];
-  allocate(cache, steps);
+  allocate(cache, layer, steps);
   const uint32_t capacity = settings_.capacities[layer];
   if (ops::rule_keeps_counts(settings_.rule) && state.last_queries > 1 && state.slots_held > capacity) {
     prefill_by_blocks(cache, layer);
@@ -100,7 +101,7 @@ void EvictionPolicy::after_attend(Cache& cache, uint32_t layer, View scores) {
   shape.rule = settings_.rule;
   shape.num_kv_heads = cache.config().num_kv_heads;
   shape.head_dim = cache.config().head_dim;
-  shape.slot_stride = cache.slot_stride();
+  shape.slot_stride = state.slot_stride;
   shape.dtype = cache.config().dtype;
   shape.slots_held = state.slots_held;
   shape.new_slots = static_cast<uint32_t>(std::min<uint64_t>(state.tokens_seen - steps.scored_through, state.slots_held));
@@ -123,6 +124,14 @@ void EvictionPolicy::after_attend(Cache& cache, uint32_t layer, View scores) {
   // The newest tokens left the last slots: attending them again needs a new append.
   state.last_append = 0;
   cache.count_compression();
+}
+
+size_t EvictionPolicy::device_bytes_held() const {
+  size_t total = 0;
+  const auto add = [&](const std::unique_ptr<Tensor>& tensor) { total += tensor ? tensor->bytes() : 0; };
+  for (const LayerSteps& steps : layers_) add(steps.score_sums), add(steps.score_counts);
+  for (const auto* tensor : {&window_queries_, &window_out_, &window_scores_, &prefill_scratch_, &spare_k_, &spare_v_}) add(*tensor);
+  return total;
 }
 
 void EvictionPolicy::on_reset() {

@@ -41,6 +41,7 @@ class EvictionPolicy : public Policy {
   bool needs_scores() const override { return ops::rule_keeps_sums(settings_.rule); }
   void after_attend(Cache& cache, uint32_t layer, View scores) override;
   void on_reset() override;
+  size_t device_bytes_held() const override;
 
  private:
   // Per layer: S and C on the device (allocated at the layer's first step), and what the host
@@ -50,7 +51,7 @@ class EvictionPolicy : public Policy {
     uint64_t scored_through = 0;
     uint32_t tree_index = 0;
   };
-  void allocate(Cache& cache, LayerSteps& steps) const;
+  void allocate(Cache& cache, uint32_t layer, LayerSteps& steps) const;
   // TreeKV §4.2: a prompt chunk that leaves more than c slots is cut down once by blocks.
   void prefill_by_blocks(Cache& cache, uint32_t layer);
 

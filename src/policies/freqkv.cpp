@@ -90,8 +90,8 @@ void FreqKvPolicy::compress(Tensor& states, uint32_t slot_stride) {
 void FreqKvPolicy::after_attend(Cache& cache, uint32_t layer_index, View) {
   LayerState& layer = cache.layer(layer_index);
   if (layer.slots_held < window_) return;
-  compress(*layer.k, cache.slot_stride());
-  compress(*layer.v, cache.slot_stride());
+  compress(*layer.k, layer.slot_stride);
+  compress(*layer.v, layer.slot_stride);
   // Slots S .. S+L-1 keep the positions they had: their index in the cache.
   layer.slots_held = sink_slots_ + retained_slots_;
   layer.last_append = 0;  // the chunk's slots were folded in: attending from them again is refused

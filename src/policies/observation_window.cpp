@@ -1,6 +1,7 @@
 #include "policies/observation_window.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -26,6 +27,7 @@ kvc_window_policy_params window_policy_defaults() {
   params.hit_k = 0;           // HitKV: K = the budget (Fig. 4)
   params.hit_threshold = 0.5f;  // HitKV: theta = 50% (Fig. 4)
   params.pyramid_beta = 20.0f;  // PyramidKV's released default
+  params.decode_slots = KVC_DECODE_SLOTS_DEFAULT;
   return params;
 }
 
@@ -34,9 +36,11 @@ WindowPolicyConfig window_policy_config(const CacheConfig& cache) {
   kvc_window_policy_params params = window_policy_defaults();
   if (cache.policy_params) {
     const auto* given = static_cast<const kvc_window_policy_params*>(cache.policy_params);
-    require(given->struct_size >= sizeof(kvc_window_policy_params), KVC_ERROR_INVALID_ARGUMENT,
+    // 0.1's struct ended before decode_slots: such a caller gets its default.
+    const size_t first_version_size = offsetof(kvc_window_policy_params, decode_slots);
+    require(given->struct_size >= first_version_size, KVC_ERROR_INVALID_ARGUMENT,
             field("struct_size") + " is " + std::to_string(given->struct_size) + "; set it to sizeof(kvc_window_policy_params)");
-    params = *given;
+    std::memcpy(&params, given, std::min<size_t>(given->struct_size, sizeof(params)));
   } else {
     params.budget = std::min(kDefaultBudget, cache.capacity);
   }
@@ -80,6 +84,7 @@ WindowPolicyConfig window_policy_config(const CacheConfig& cache) {
   config.hit_k = params.hit_k;
   config.hit_threshold = params.hit_threshold;
   config.pyramid_beta = params.pyramid_beta;
+  config.decode_slots = params.decode_slots;
   return config;
 }
 
@@ -87,30 +92,48 @@ WindowPolicy::WindowPolicy(const CacheConfig& cache_config, WindowPolicyConfig c
     : capacity_(cache_config.capacity),
       query_row_bytes_(cache_config.query_elements() * dtype_size(cache_config.dtype)),
       config_(std::move(config)),
-      windows_(cache_config.num_layers) {
-  for (WindowQueries& window : windows_) window.rows.resize(config_.window * query_row_bytes_);
+      windows_(cache_config.num_layers) {}
+
+void WindowPolicy::allocate_device_state(Backend& backend) {
+  const size_t window_bytes = config_.window * query_row_bytes_;
+  query_rings_ = std::make_unique<Tensor>(backend, windows_.size() * window_bytes);
+  window_q_ = std::make_unique<Tensor>(backend, window_bytes);
 }
 
+size_t WindowPolicy::device_bytes_held() const { return query_rings_->bytes() + window_q_->bytes() + workspace_.bytes_held(); }
+
 void WindowPolicy::check_append(const Cache& cache, uint32_t layer, uint32_t n_tokens) const {
-  const uint32_t held = cache.layer(layer).slots_held;
-  require(uint64_t(held) + n_tokens <= capacity_, KVC_ERROR_CAPACITY,
-          "layer " + std::to_string(layer) + " holds " + std::to_string(held) + " of " + std::to_string(capacity_) + " slots; " +
-              std::to_string(n_tokens) + " more do not fit (the prompt is compacted only at kvc_cache_end_prefill)");
+  // A compacted layer holds budget + decode slots; before that, capacity.
+  const uint32_t held = cache.layer(layer).slots_held, room = cache.layer(layer).slot_stride;
+  require(uint64_t(held) + n_tokens <= room, KVC_ERROR_CAPACITY,
+          "layer " + std::to_string(layer) + " holds " + std::to_string(held) + " of " + std::to_string(room) + " slots; " +
+              std::to_string(n_tokens) + " more do not fit (the prompt is compacted only at kvc_cache_end_prefill, to " +
+              "budget + kvc_window_policy_params.decode_slots)");
 }
 
 int32_t WindowPolicy::position_for_slot(const Cache&, uint32_t, uint32_t, uint64_t token_index) const {
   return static_cast<int32_t>(token_index);
 }
 
-void WindowPolicy::observe_queries(Cache& cache, uint32_t layer, const void* q, uint32_t n_queries) {
+void WindowPolicy::copy_ring(Backend& backend, uint32_t layer, uint64_t first_token, uint32_t tokens, View rows,
+                             bool to_ring) const {
+  const size_t ring_base = layer * config_.window * query_row_bytes_;
+  for (uint32_t done = 0; done < tokens;) {
+    const uint32_t ring_row = uint32_t((first_token + done) % config_.window);
+    const uint32_t run = std::min(tokens - done, config_.window - ring_row);  // up to the ring's end
+    const size_t ring_offset = ring_base + ring_row * query_row_bytes_, rows_offset = rows.offset + done * query_row_bytes_;
+    if (to_ring) backend.copy(*rows.tensor, rows_offset, *query_rings_, ring_offset, run * query_row_bytes_);
+    else backend.copy(*query_rings_, ring_offset, *rows.tensor, rows_offset, run * query_row_bytes_);
+    done += run;
+  }
+}
+
+void WindowPolicy::observe_queries(Cache& cache, uint32_t layer, View q, uint32_t n_queries) {
   WindowQueries& window = windows_[layer];
   const uint64_t seen = cache.layer(layer).tokens_seen;  // the queries are tokens [seen - n, seen)
   if (window.observed_until + n_queries != seen) window.observed = 0;
-  const size_t taken = std::min<size_t>(n_queries, config_.window);
-  const size_t kept = config_.window - taken;
-  std::memmove(window.rows.data(), window.rows.data() + taken * query_row_bytes_, kept * query_row_bytes_);
-  std::memcpy(window.rows.data() + kept * query_row_bytes_,
-              static_cast<const unsigned char*>(q) + (n_queries - taken) * query_row_bytes_, taken * query_row_bytes_);
+  const uint32_t taken = std::min(n_queries, config_.window);
+  copy_ring(cache.backend(), layer, seen - taken, taken, View{q.tensor, q.offset + (n_queries - taken) * query_row_bytes_}, true);
   window.observed += n_queries;
   window.observed_until = seen;
 }
@@ -125,7 +148,8 @@ std::vector<uint32_t> WindowPolicy::layer_budgets(uint32_t slots_held) const {
 void WindowPolicy::end_prefill(Cache& cache) {
   const CacheConfig& shape = cache.config();
   struct Selection {
-    uint32_t layer, budget;
+    uint32_t layer, budget, slot_stride;
+    std::unique_ptr<Tensor> k, v, positions;  // the storage compacted into
   };
   std::vector<Selection> selections;
   for (uint32_t layer = 0; layer < shape.num_layers; ++layer) {
@@ -136,23 +160,19 @@ void WindowPolicy::end_prefill(Cache& cache) {
     require(window.observed >= config_.window && window.observed_until == state.tokens_seen, KVC_ERROR_BAD_STATE,
             "layer " + std::to_string(layer) + ": kvc_attend did not see the queries of the last " + std::to_string(config_.window) +
                 " prompt tokens; attend every prompt token of every layer before kvc_cache_end_prefill");
-    selections.push_back({layer, budget});
+    // The room `capacity` left after this prompt, unless the application asked for less (or more).
+    const uint32_t decode_slots = config_.decode_slots == KVC_DECODE_SLOTS_DEFAULT ? capacity_ - state.slots_held : config_.decode_slots;
+    selections.push_back({layer, budget, uint32_t(std::min<uint64_t>(capacity_, uint64_t(budget) + decode_slots)), nullptr, nullptr, nullptr});
   }
   if (selections.empty()) return;
 
+  // Everything is allocated before anything is recorded, so running out of memory changes nothing.
   Backend& backend = cache.backend();
-  const LayerState& first = cache.layer(selections.front().layer);
-  if (!spare_k_) {
-    spare_k_ = std::make_unique<Tensor>(backend, first.k->bytes());
-    spare_v_ = std::make_unique<Tensor>(backend, first.v->bytes());
-    spare_positions_ = std::make_unique<Tensor>(backend, first.positions->bytes());
-    window_q_ = std::make_unique<Tensor>(backend, config_.window * query_row_bytes_);
-  }
   std::vector<SelectionShape> steps;
-  for (const Selection& selection : selections) {
+  for (Selection& selection : selections) {
     const LayerState& state = cache.layer(selection.layer);
     SelectionShape step;
-    step.scores = {shape.num_q_heads, shape.num_kv_heads, shape.head_dim, config_.window, state.slots_held, cache.slot_stride(),
+    step.scores = {shape.num_q_heads, shape.num_kv_heads, shape.head_dim, config_.window, state.slots_held, state.slot_stride,
                    shape.dtype, shape.rope};
     step.kept_prefix = selection.budget - config_.window;
     step.indicator = config_.indicator;
@@ -160,33 +180,29 @@ void WindowPolicy::end_prefill(Cache& cache) {
     if (config_.indicator == WindowIndicator::HitRate)
       step.scores.hit_k = std::min(config_.hit_k ? config_.hit_k : selection.budget, step.scores.num_prefix());
     step.hit_min_count = hits_needed(config_.hit_threshold, shape.group_size() * config_.window);
+    step.out_slot_stride = selection.slot_stride;
     workspace_.reserve(backend, step);
     steps.push_back(step);
+    const size_t rows = size_t(shape.num_kv_heads) * selection.slot_stride;
+    selection.k = std::make_unique<Tensor>(backend, rows * shape.head_dim * dtype_size(shape.dtype));
+    selection.v = std::make_unique<Tensor>(backend, rows * shape.head_dim * dtype_size(shape.dtype));
+    selection.positions = std::make_unique<Tensor>(backend, rows * sizeof(int32_t));
   }
-  // Layer i compacts into the storage layer i-1 left (the spare for the first); the commands
-  // run in order, so each is read before it is overwritten. The owners rotate after submit.
-  Tensor *free_k = spare_k_.get(), *free_v = spare_v_.get(), *free_positions = spare_positions_.get();
-  backend.begin();
   for (size_t i = 0; i < selections.size(); ++i) {
-    LayerState& state = cache.layer(selections[i].layer);
-    backend.upload(windows_[selections[i].layer].rows.data(), config_.window * query_row_bytes_, *window_q_, 0);
-    workspace_.record(backend, steps[i], view(*window_q_), {view(*state.k), view(*state.v), view(*state.positions)},
-                      cache.turn_table(), {view(*free_k), view(*free_v), view(*free_positions)});
-    free_k = state.k.get();
-    free_v = state.v.get();
-    free_positions = state.positions.get();
-  }
-  backend.submit();
-  for (const Selection& selection : selections) {
+    Selection& selection = selections[i];
     LayerState& state = cache.layer(selection.layer);
-    std::swap(spare_k_, state.k);
-    std::swap(spare_v_, state.v);
-    std::swap(spare_positions_, state.positions);
+    copy_ring(backend, selection.layer, state.tokens_seen - config_.window, config_.window, view(*window_q_), false);
+    workspace_.record(backend, steps[i], view(*window_q_), {view(*state.k), view(*state.v), view(*state.positions)},
+                      cache.turn_table(), {view(*selection.k), view(*selection.v), view(*selection.positions)});
+    // The prompt's storage is released once the recorded selection has read it.
+    cache.replace_storage(selection.layer, std::move(selection.k), std::move(selection.v), std::move(selection.positions),
+                          selection.slot_stride);
     state.slots_held = selection.budget;
     state.last_append = 0;
     windows_[selection.layer].observed = 0;
     cache.count_compression();
   }
+  workspace_ = SelectionWorkspace();  // needed again only at the next prompt's end
 }
 
 }  // namespace kvc

@@ -1,9 +1,11 @@
 // The observation-window policies: SNAPKV (Li et al. 2024, Sec. 4), PYRAMIDKV (Cai et al.
 // 2025, Sec. 4), HITKV and P-HITKV (HitKV, Sec. "HitKV" and "Experiments"). The prompt is
-// kept whole while it is prefilled; the queries of its last `window` tokens are remembered
-// per layer; when the application ends the prefill, every layer longer than its budget keeps
-// its window and the prefix slots its indicator selects (window_selection.h), compacted in
-// their original order with their original positions. Decoding then appends normally.
+// kept whole while it is prefilled; the queries of its last `window` tokens are kept per layer
+// on the device (a ring of `window` rows, recorded with each attend, so nothing is read back);
+// when the application ends the prefill, every layer longer than its budget keeps its window
+// and the prefix slots its indicator selects (window_selection.h), compacted in their original
+// order with their original positions into new storage of budget + decode slots, and the
+// prompt's storage is released. Decoding then appends normally.
 // Neither paper reserves attention sinks: early tokens stay only if the indicator keeps them.
 #pragma once
 
@@ -25,6 +27,7 @@ struct WindowPolicyConfig {
   float hit_threshold = 0.5f;
   double pyramid_beta = 20.0;
   std::vector<uint32_t> layer_budgets;  // an application's table, or empty
+  uint32_t decode_slots = KVC_DECODE_SLOTS_DEFAULT;
 };
 
 // The defaults kvc_window_policy_params_default() returns (the papers' settings).
@@ -40,27 +43,32 @@ class WindowPolicy : public Policy {
   uint32_t slots_allocated() const override { return capacity_; }
   void check_append(const Cache& cache, uint32_t layer, uint32_t n_tokens) const override;
   int32_t position_for_slot(const Cache& cache, uint32_t layer, uint32_t slot, uint64_t token_index) const override;
-  void observe_queries(Cache& cache, uint32_t layer, const void* q, uint32_t n_queries) override;
+  void allocate_device_state(Backend& backend) override;
+  void observe_queries(Cache& cache, uint32_t layer, View q, uint32_t n_queries) override;
   void end_prefill(Cache& cache) override;
+  size_t device_bytes_held() const override;
 
   // Tokens each layer keeps for a prompt of `slots_held` tokens (PyramidKV's depend on it).
   std::vector<uint32_t> layer_budgets(uint32_t slots_held) const;
 
  private:
-  // The last `window` queries a layer attended with, oldest first, and how they were seen.
+  // How a layer's recent queries were seen (the rows themselves live in query_rings_).
   struct WindowQueries {
-    std::vector<unsigned char> rows;  // [window][num_q_heads][head_dim] in the cache dtype
-    uint64_t observed = 0;            // consecutive tokens observed, ending at observed_until
-    uint64_t observed_until = 0;      // the layer's tokens_seen when last observed
+    uint64_t observed = 0;        // consecutive tokens observed, ending at observed_until
+    uint64_t observed_until = 0;  // the layer's tokens_seen when last observed
   };
+  // Records copies of `tokens` consecutive query rows, from `first_token` on, between a
+  // layer's ring (token t in row t mod window) and `rows` (`to_ring`: rows into the ring).
+  void copy_ring(Backend& backend, uint32_t layer, uint64_t first_token, uint32_t tokens, View rows, bool to_ring) const;
 
   uint32_t capacity_;
   size_t query_row_bytes_;
   WindowPolicyConfig config_;
   std::vector<WindowQueries> windows_;
   SelectionWorkspace workspace_;
-  std::unique_ptr<Tensor> window_q_;
-  std::unique_ptr<Tensor> spare_k_, spare_v_, spare_positions_;  // one layer's storage, swapped in
+  // [num_layers][window][num_q_heads][head_dim] in the cache dtype, and one layer's window of
+  // queries in order, oldest first, as the selection reads them.
+  std::unique_ptr<Tensor> query_rings_, window_q_;
 };
 
 }  // namespace kvc

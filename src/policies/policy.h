@@ -24,7 +24,8 @@ class Policy {
   // Runs before anything changes, so a refused append leaves the cache as it was.
   virtual void check_append(const Cache& cache, uint32_t layer, uint32_t n_tokens) const = 0;
 
-  // The position the appended token that lands in `slot` carries (RoPE reads it).
+  // The position the appended token that lands in `slot` carries (RoPE reads it); the tokens
+  // after it in the same append carry the next positions, one each.
   virtual int32_t position_for_slot(const Cache& cache, uint32_t layer, uint32_t slot, uint64_t token_index) const = 0;
 
   // Called once by the Cache after its storage exists: device state the policy owns (tables,
@@ -40,15 +41,20 @@ class Policy {
     (void)cache, (void)layer, (void)scores;
   }
 
-  // Called once an attend call succeeded, with its queries (host, the cache dtype,
-  // [n_queries][num_q_heads][head_dim], before RoPE): the newest n_queries tokens' queries.
-  virtual void observe_queries(Cache& cache, uint32_t layer, const void* q, uint32_t n_queries) {
+  // Called inside the attend submission after after_attend, with its queries (on the backend,
+  // the cache dtype, [n_queries][num_q_heads][head_dim], before RoPE): the newest n_queries
+  // tokens' queries. Work that keeps them is recorded, not run.
+  virtual void observe_queries(Cache& cache, uint32_t layer, View q, uint32_t n_queries) {
     (void)cache, (void)layer, (void)q, (void)n_queries;
   }
 
-  // The application ended the prompt (kvc_cache_end_prefill): policies that select once per
-  // prompt (SnapKV, PyramidKV, HitKV) do it here. Throws before changing anything.
+  // The application ended the prompt (kvc_cache_end_prefill), inside a submission: policies
+  // that select once per prompt (SnapKV, PyramidKV, HitKV) record it here. Throws before
+  // changing anything.
   virtual void end_prefill(Cache& cache) { (void)cache; }
+
+  // Device bytes of the policy's own state (scores, kept queries, spare storage).
+  virtual size_t device_bytes_held() const { return 0; }
 
   // Called when the cache forgets every token (kvc_cache_reset): drop host-side step state.
   virtual void on_reset() {}

@@ -46,6 +46,12 @@ void SelectionWorkspace::reserve(Backend& backend, const SelectionShape& shape) 
   grow(kept_, backend, bytes.kept);
 }
 
+size_t SelectionWorkspace::bytes_held() const {
+  size_t total = 0;
+  for (const auto* tensor : {&cumulative_, &pooled_, &hits_, &kept_}) total += *tensor ? (*tensor)->bytes() : 0;
+  return total;
+}
+
 void SelectionWorkspace::record(Backend& backend, const SelectionShape& shape, View q, const LayerViews& from, View turn_table,
                                 const LayerViews& to) {
   const ops::WindowScoresShape& scores = shape.scores;
@@ -72,7 +78,7 @@ void SelectionWorkspace::record(Backend& backend, const SelectionShape& shape, V
                {view(cumulative), view(hits), view(kept)});
   }
   const ops::CompactShape move{scores.num_kv_heads, scores.head_dim, scores.slot_stride, shape.kept_prefix, shape.kept_prefix,
-                               prefix, scores.window, scores.dtype};
+                               prefix, scores.window, scores.dtype, shape.out_slot_stride};
   ops::compact(backend, move, {view(kept), from.k, from.v, from.positions, to.k, to.v, to.positions});
 }
 

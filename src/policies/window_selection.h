@@ -24,6 +24,7 @@ struct SelectionShape {
   WindowIndicator indicator = WindowIndicator::PooledAttention;
   uint32_t pool_kernel = 7;    // pooled attention: odd max-pooling kernel
   uint32_t hit_min_count = 0;  // hit rate: hits a key needs, theta times the rows observed
+  uint32_t out_slot_stride = 0;  // slots per kv head of the storage compacted into
 };
 
 // Hits a key needs for hit rate >= theta over `rows` observation rows: the least c with
@@ -44,9 +45,13 @@ class SelectionWorkspace {
   void reserve(Backend& backend, const SelectionShape& shape);
 
   // Records the whole step for one layer (the workspace reserved for its shape): scores, indicator, top-k, then the compaction of the
-  // kept prefix slots (ascending) and the window into `to` (other tensors than `from`). q is
+  // kept prefix slots (ascending) and the window into `to` (other tensors than `from`, of
+  // shape.out_slot_stride slots per kv head). q is
   // the window's queries ([window][num_q_heads][head_dim], before RoPE).
   void record(Backend& backend, const SelectionShape& shape, View q, const LayerViews& from, View turn_table, const LayerViews& to);
+
+  // Device bytes the workspace holds now.
+  size_t bytes_held() const;
 
  private:
   static void grow(std::unique_ptr<Tensor>& tensor, Backend& backend, size_t bytes);

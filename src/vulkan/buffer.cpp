@@ -39,7 +39,16 @@ Buffer::Buffer(Device& device, VkDeviceSize size, MemoryKind kind) : device_(dev
   }
 }
 
+std::unique_ptr<Buffer> Buffer::borrow(Device& device, VkBuffer buffer, VkDeviceSize size) {
+  std::unique_ptr<Buffer> borrowed(new Buffer(device));
+  borrowed->owned_ = false;
+  borrowed->buffer_ = buffer;
+  borrowed->size_ = size;
+  return borrowed;
+}
+
 Buffer::~Buffer() {
+  if (!owned_) return;
   vkDestroyBuffer(device_.device(), buffer_, nullptr);
   vkFreeMemory(device_.device(), memory_, nullptr);
 }

@@ -1,7 +1,9 @@
-// A VkBuffer with its own memory: device-local for data, host-visible for staging.
+// A VkBuffer with its own memory (device-local for data, host-visible for staging), or an
+// application's VkBuffer used in place (not owned: never destroyed here).
 #pragma once
 
 #include <cstddef>
+#include <memory>
 
 #include "vulkan/vk.h"
 
@@ -17,6 +19,8 @@ enum class MemoryKind {
 class Buffer {
  public:
   Buffer(Device& device, VkDeviceSize size, MemoryKind kind);
+  // `size` bytes of an application's buffer, used without copying; the application owns it.
+  static std::unique_ptr<Buffer> borrow(Device& device, VkBuffer buffer, VkDeviceSize size);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -26,7 +30,10 @@ class Buffer {
   void* mapped() const { return mapped_; }  // nullptr for DeviceLocal
 
  private:
+  explicit Buffer(Device& device) : device_(device) {}
+
   Device& device_;
+  bool owned_ = true;
   VkBuffer buffer_ = VK_NULL_HANDLE;
   VkDeviceMemory memory_ = VK_NULL_HANDLE;
   VkDeviceSize size_ = 0;

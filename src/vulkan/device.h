@@ -38,6 +38,8 @@ class Device {
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
 
+  // False for an application's device (Device::wrap): its objects are not ours.
+  bool owns_handles() const { return owns_handles_; }
   VkInstance instance() const { return instance_; }
   VkPhysicalDevice physical_device() const { return physical_device_; }
   VkDevice device() const { return device_; }

@@ -30,38 +30,52 @@ Recorder::Recorder(Device& device) : device_(device) {
 
 Recorder::~Recorder() {
   const VkDevice vk_device = device_.device();
+  if (in_flight_) vkWaitForFences(vk_device, 1, &fence_, VK_TRUE, UINT64_MAX);
   for (VkDescriptorPool pool : descriptor_pools_) vkDestroyDescriptorPool(vk_device, pool, nullptr);
   if (queries_) vkDestroyQueryPool(vk_device, queries_, nullptr);
   vkDestroyFence(vk_device, fence_, nullptr);
   vkDestroyCommandPool(vk_device, pool_, nullptr);
 }
 
-void Recorder::begin() {
-  // A recording abandoned by an exception is simply dropped: reset() below discards it.
+void Recorder::begin(VkCommandBuffer external) {
+  wait(UINT64_MAX);
+  // A recording abandoned by an exception is simply dropped: the reset below discards it.
   device_.staging().reset();
   readbacks_.clear();
   for (VkDescriptorPool pool : descriptor_pools_) vkResetDescriptorPool(device_.device(), pool, 0);
   current_pool_ = 0;
+  timestamps_written_ = 0;
+  external_ = external;
+  recording_ = true;
+  if (external_) {
+    // The application's commands recorded before ours may have written what we read.
+    needs_barrier_ = true;
+    return;
+  }
+  needs_barrier_ = false;
   check(vkResetCommandBuffer(commands_, 0), "vkResetCommandBuffer");
   VkCommandBufferBeginInfo info{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   info.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   check(vkBeginCommandBuffer(commands_, &info), "vkBeginCommandBuffer");
-  if (queries_) vkCmdResetQueryPool(commands_, queries_, 0, kMaxTimestamps);
-  timestamps_written_ = 0;
-  recording_ = true;
-  needs_barrier_ = false;
+  if (queries_) {
+    vkCmdResetQueryPool(commands_, queries_, 0, kMaxTimestamps);
+    timestamp();  // index 0: the submission's start (last_submission_ns)
+  }
+}
+
+void Recorder::barrier(VkPipelineStageFlags dst_stages, VkAccessFlags dst_access) {
+  VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  barrier.dstAccessMask = dst_access;
+  vkCmdPipelineBarrier(commands(), VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, dst_stages, 0, 1,
+                       &barrier, 0, nullptr, 0, nullptr);
 }
 
 void Recorder::before_command() {
-  require(recording_, KVC_ERROR_INTERNAL, "Recorder used outside begin()/submit()");
-  if (needs_barrier_) {
-    VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-    barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-    barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
-                            VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-    const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-    vkCmdPipelineBarrier(commands_, stages, stages, 0, 1, &barrier, 0, nullptr, 0, nullptr);
-  }
+  require(recording_, KVC_ERROR_INTERNAL, "Recorder used outside begin()/end()");
+  if (needs_barrier_)
+    barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+            VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
   needs_barrier_ = true;
 }
 
@@ -73,6 +87,7 @@ void Recorder::upload(const void* src, VkDeviceSize bytes, BufferSlice dst) {
 }
 
 void Recorder::download(BufferSlice src, void* dst, VkDeviceSize bytes) {
+  require(!external_, KVC_ERROR_INTERNAL, "a read-back recorded into an application's command buffer");
   if (bytes == 0) return;
   const BufferSlice staged = device_.staging().allocate(bytes);
   copy(src, staged, bytes);
@@ -83,13 +98,13 @@ void Recorder::copy(BufferSlice src, BufferSlice dst, VkDeviceSize bytes) {
   if (bytes == 0) return;
   before_command();
   const VkBufferCopy region{src.offset, dst.offset, bytes};
-  vkCmdCopyBuffer(commands_, src.buffer->handle(), dst.buffer->handle(), 1, &region);
+  vkCmdCopyBuffer(commands(), src.buffer->handle(), dst.buffer->handle(), 1, &region);
 }
 
 void Recorder::fill(BufferSlice dst, VkDeviceSize bytes, uint32_t word) {
   if (bytes == 0) return;
   before_command();
-  vkCmdFillBuffer(commands_, dst.buffer->handle(), dst.offset, bytes, word);
+  vkCmdFillBuffer(commands(), dst.buffer->handle(), dst.offset, bytes, word);
 }
 
 VkDescriptorSet Recorder::allocate_set(VkDescriptorSetLayout layout) {
@@ -138,15 +153,16 @@ void Recorder::dispatch(const KernelSpec& spec, std::initializer_list<BufferSlic
     writes.push_back(write);
   }
   vkUpdateDescriptorSets(device_.device(), static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
-  vkCmdBindPipeline(commands_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle());
-  vkCmdBindDescriptorSets(commands_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout(), 0, 1, &set, 0, nullptr);
+  vkCmdBindPipeline(commands(), VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle());
+  vkCmdBindDescriptorSets(commands(), VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout(), 0, 1, &set, 0, nullptr);
   if (spec.push_bytes)
-    vkCmdPushConstants(commands_, pipeline.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, spec.push_bytes, push);
-  if (groups_x && groups_y && groups_z) vkCmdDispatch(commands_, groups_x, groups_y, groups_z);
+    vkCmdPushConstants(commands(), pipeline.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, spec.push_bytes, push);
+  if (groups_x && groups_y && groups_z) vkCmdDispatch(commands(), groups_x, groups_y, groups_z);
 }
 
 uint32_t Recorder::timestamp() {
   require(queries_ != VK_NULL_HANDLE, KVC_ERROR_UNSUPPORTED, "the device's queue has no timestamp support");
+  require(!external_, KVC_ERROR_INTERNAL, "a timestamp recorded into an application's command buffer");
   require(timestamps_written_ < kMaxTimestamps, KVC_ERROR_INTERNAL, "too many timestamps in one submission");
   before_command();
   vkCmdWriteTimestamp(commands_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, timestamps_written_);
@@ -155,25 +171,38 @@ uint32_t Recorder::timestamp() {
 
 VkCommandBuffer Recorder::raw_commands() {
   before_command();
-  return commands_;
+  return commands();
 }
 
-void Recorder::submit() {
-  require(recording_, KVC_ERROR_INTERNAL, "Recorder::submit without begin");
+void Recorder::end() {
+  require(recording_, KVC_ERROR_INTERNAL, "Recorder::end without begin");
+  if (external_) {
+    // The application's commands recorded after ours may read what we wrote.
+    barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+            VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
+    recording_ = false;
+    external_ = VK_NULL_HANDLE;
+    return;
+  }
+  if (queries_) timestamp();  // the submission's end, once every command finished
   recording_ = false;
-  // Make transfer writes to staging visible to the host reads below.
-  VkMemoryBarrier to_host{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-  to_host.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-  to_host.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-  vkCmdPipelineBarrier(commands_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                       VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &to_host, 0, nullptr, 0, nullptr);
+  // Make transfer writes to staging visible to the host reads in wait().
+  barrier(VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
   check(vkEndCommandBuffer(commands_), "vkEndCommandBuffer");
   VkSubmitInfo info{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   info.commandBufferCount = 1;
   info.pCommandBuffers = &commands_;
   check(vkResetFences(device_.device(), 1, &fence_), "vkResetFences");
   check(vkQueueSubmit(device_.queue(), 1, &info, fence_), "vkQueueSubmit");
-  check(vkWaitForFences(device_.device(), 1, &fence_, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+  in_flight_ = true;
+}
+
+bool Recorder::wait(uint64_t timeout_ns) {
+  if (!in_flight_) return true;
+  const VkResult result = vkWaitForFences(device_.device(), 1, &fence_, VK_TRUE, timeout_ns);
+  if (result == VK_TIMEOUT) return false;
+  check(result, "vkWaitForFences");
+  in_flight_ = false;
   for (const Readback& readback : readbacks_)
     std::memcpy(readback.dst, static_cast<const char*>(readback.staging.buffer->mapped()) + readback.staging.offset,
                 readback.bytes);
@@ -183,7 +212,22 @@ void Recorder::submit() {
     check(vkGetQueryPoolResults(device_.device(), queries_, 0, timestamps_written_, timestamps_.size() * 8,
                                 timestamps_.data(), 8, VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
           "vkGetQueryPoolResults");
+  return true;
 }
+
+void Recorder::submit() {
+  end();
+  wait(UINT64_MAX);
+}
+
+void Recorder::discard() {
+  // libkvc's command buffer is reset by the next begin(); an application's is theirs to drop.
+  recording_ = false;
+  external_ = VK_NULL_HANDLE;
+  readbacks_.clear();
+}
+
+double Recorder::last_submission_ns() const { return timestamps_.size() >= 2 ? elapsed_ns(0, timestamps_.size() - 1) : 0.0; }
 
 double Recorder::elapsed_ns(uint32_t from, uint32_t to) const {
   require(from < timestamps_.size() && to < timestamps_.size(), KVC_ERROR_INTERNAL, "timestamp index out of range");

@@ -1,6 +1,8 @@
 // Records one submission of compute work: uploads through staging, dispatches, read-backs and
-// timestamps; submit() runs it and waits. Every command waits for the ones recorded before it
-// (a full compute/transfer barrier), which is what every op sequence in libkvc needs.
+// timestamps; end() submits it without waiting and wait() waits for it (submit() does both).
+// Every command waits for the ones recorded before it (a full compute/transfer barrier), which
+// is what every op sequence in libkvc needs. A recording may also go into an application's
+// command buffer, which the application submits (kvc_step_begin_commands).
 #pragma once
 
 #include <cstdint>
@@ -21,11 +23,14 @@ class Recorder {
 
   Device& device() const { return device_; }
 
-  // Starts a new recording; staging from the previous one is released.
-  void begin();
+  // Starts a new recording, into libkvc's command buffer or into `external` (an application's,
+  // in the recording state). Waits for the previous submission first; staging and descriptor
+  // sets of the previous recording are reused from here on.
+  void begin(VkCommandBuffer external = VK_NULL_HANDLE);
   // Copies `bytes` from host memory now and records their copy into `dst`.
   void upload(const void* src, VkDeviceSize bytes, BufferSlice dst);
-  // Records a copy of `src`; `dst` receives it when submit() returns.
+  // Records a copy of `src`; `dst` receives it when wait() returns true. Not in an external
+  // recording (nothing would tell libkvc when to deliver it).
   void download(BufferSlice src, void* dst, VkDeviceSize bytes);
   void copy(BufferSlice src, BufferSlice dst, VkDeviceSize bytes);
   void fill(BufferSlice dst, VkDeviceSize bytes, uint32_t word);
@@ -34,8 +39,22 @@ class Recorder {
                 uint32_t groups_x, uint32_t groups_y = 1, uint32_t groups_z = 1);
   // Writes a GPU timestamp once all earlier commands finished; returns its index.
   uint32_t timestamp();
-  // Submits, waits for completion and delivers the read-backs.
+  // Ends the recording: submits libkvc's command buffer without waiting, or records the
+  // closing barrier into the application's (which the application then submits).
+  void end();
+  // Waits up to timeout_ns for the submitted recording; true once it finished (read-backs
+  // delivered, timestamps read), at once when nothing is in flight.
+  bool wait(uint64_t timeout_ns);
+  // Ends, submits and waits.
   void submit();
+  // Drops the current recording unsubmitted (a failed step).
+  void discard();
+  bool recording() const { return recording_; }
+  bool in_flight() const { return in_flight_; }
+  bool external() const { return external_ != VK_NULL_HANDLE; }
+  // GPU time of the last completed submission of libkvc's own command buffer, from its first
+  // command to its last; 0 when the queue has no timestamps.
+  double last_submission_ns() const;
   // Nanoseconds between two timestamps of the last submission.
   double elapsed_ns(uint32_t from, uint32_t to) const;
   // For third-party recorders (VkFFT): the command buffer being recorded, after a barrier.
@@ -43,6 +62,9 @@ class Recorder {
 
  private:
   void before_command();
+  // The barrier that makes every earlier compute and transfer write visible to what follows.
+  void barrier(VkPipelineStageFlags dst_stages, VkAccessFlags dst_access);
+  VkCommandBuffer commands() const { return external_ ? external_ : commands_; }
   VkDescriptorSet allocate_set(VkDescriptorSetLayout layout);
 
   struct Readback {
@@ -63,7 +85,9 @@ class Recorder {
   std::vector<Readback> readbacks_;
   std::vector<uint64_t> timestamps_;
   uint32_t timestamps_written_ = 0;
+  VkCommandBuffer external_ = VK_NULL_HANDLE;  // the application's, while recording into it
   bool recording_ = false;
+  bool in_flight_ = false;  // submitted, not yet waited for
   bool needs_barrier_ = false;
 };
 

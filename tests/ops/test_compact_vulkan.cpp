@@ -9,9 +9,10 @@ namespace kvc {
 TEST_CASE("compact on Vulkan moves exactly the CPU's bytes") {
   Backend* gpu = test::vulkan_backend();
   REQUIRE(gpu != nullptr);
-  const ops::CompactShape shapes[] = {{1, 8, 3, 0, 1, 2, 1, Dtype::F32},
-                                      {3, 64, 1203, 97, 101, 1000, 32, Dtype::F16},
-                                      {2, 128, 5000, 1023, 1023, 4968, 32, Dtype::F32}};
+  // The destinations: as long as the sources, shorter (a compacted layer's own storage), exact.
+  const ops::CompactShape shapes[] = {{1, 8, 3, 0, 1, 2, 1, Dtype::F32, 3},
+                                      {3, 64, 1203, 97, 101, 1000, 32, Dtype::F16, 131},
+                                      {2, 128, 5000, 1023, 1023, 4968, 32, Dtype::F32, 1055}};
   for (const ops::CompactShape& shape : shapes) {
     const size_t slots = size_t(shape.num_kv_heads) * shape.slot_stride;
     std::vector<float> k = test::random_floats(slots * shape.head_dim), v = test::random_floats(slots * shape.head_dim);
@@ -23,12 +24,14 @@ TEST_CASE("compact on Vulkan moves exactly the CPU's bytes") {
     for (Backend* backend : {&test::cpu_backend(), gpu}) {
       auto k_in = test::tensor_of(*backend, k_bytes), v_in = test::tensor_of(*backend, v_bytes), p_in = test::tensor_of(*backend, positions);
       auto list = test::tensor_of(*backend, indices);
-      auto k_out = test::make_poisoned(*backend, k_bytes.size()), v_out = test::make_poisoned(*backend, v_bytes.size());
-      auto p_out = test::make_poisoned(*backend, slots * 4);
+      const size_t out_slots = size_t(shape.num_kv_heads) * shape.out_slot_stride;
+      const size_t out_bytes = out_slots * shape.head_dim * dtype_size(shape.dtype);
+      auto k_out = test::make_poisoned(*backend, out_bytes), v_out = test::make_poisoned(*backend, out_bytes);
+      auto p_out = test::make_poisoned(*backend, out_slots * 4);
       backend->begin();
       ops::compact(*backend, shape, {view(*list), view(*k_in), view(*v_in), view(*p_in), view(*k_out), view(*v_out), view(*p_out)});
       backend->submit();
-      std::vector<unsigned char> all = test::read_tensor(*backend, *k_out, k_bytes.size());
+      std::vector<unsigned char> all = test::read_tensor(*backend, *k_out, out_bytes);
       for (const Tensor* out : {v_out.get(), p_out.get()}) {
         const std::vector<unsigned char> part = test::read_tensor(*backend, *out, out->bytes());
         all.insert(all.end(), part.begin(), part.end());

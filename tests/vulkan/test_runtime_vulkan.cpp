@@ -23,7 +23,7 @@ TEST_CASE("VkFFT DCT-II smoke test against the formula, then DCT-III returns 2N 
   auto data = test::make_tensor(*gpu, input.data(), input.size() * 4);
   vk::DctPlan& plan = gpu->dct_plans().get({length, batch});
   gpu->begin();
-  plan.record(gpu->recorder(), {&data->buffer(), 0, input.size() * 4}, false);
+  plan.record(gpu->recorder(), data->slice(0, input.size() * 4), false);
   gpu->submit();
   const std::vector<float> forward = test::decode(test::read_tensor(*gpu, *data, input.size() * 4), Dtype::F32);
   for (uint32_t b = 0; b < batch; ++b) {
@@ -36,7 +36,7 @@ TEST_CASE("VkFFT DCT-II smoke test against the formula, then DCT-III returns 2N 
     }
   }
   gpu->begin();
-  plan.record(gpu->recorder(), {&data->buffer(), 0, input.size() * 4}, true);
+  plan.record(gpu->recorder(), data->slice(0, input.size() * 4), true);
   gpu->submit();
   const std::vector<float> round_trip = test::decode(test::read_tensor(*gpu, *data, input.size() * 4), Dtype::F32);
   for (size_t i = 0; i < input.size(); ++i) CHECK(round_trip[i] == doctest::Approx(2.0 * length * input[i]).epsilon(1e-4).scale(10));
@@ -100,7 +100,7 @@ TEST_CASE("timestamps measure GPU time and pipelines are built once per speciali
   auto tensor = test::make_tensor(*gpu, zeros.data(), zeros.size() * 4);
   gpu->begin();
   const uint32_t start = gpu->recorder().timestamp();
-  gpu->recorder().fill({&tensor->buffer(), 0, zeros.size() * 4}, zeros.size() * 4, 0x3f800000u);
+  gpu->recorder().fill(tensor->slice(0, zeros.size() * 4), zeros.size() * 4, 0x3f800000u);
   const uint32_t end = gpu->recorder().timestamp();
   gpu->submit();
   CHECK(gpu->recorder().elapsed_ns(start, end) >= 0.0);

@@ -1,0 +1,35 @@
+// The NaN/Inf check of host inputs: one pass at memory speed. The test is on the exponent bits
+// (all ones means NaN or Inf in f32 and f16 alike), folded branch-free over blocks so the
+// compiler vectorises it; only a block that holds one is searched again for its index.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "common/dtype.h"
+
+namespace kvc {
+
+template <typename Word>
+size_t first_non_finite_words(const Word* words, size_t count, Word exponent_mask) {
+  constexpr size_t kBlock = 4096;
+  for (size_t first = 0; first < count; first += kBlock) {
+    const size_t last = std::min(count, first + kBlock);
+    Word any = 0;
+    for (size_t i = first; i < last; ++i) any |= Word((words[i] & exponent_mask) == exponent_mask);
+    if (!any) continue;
+    for (size_t i = first; i < last; ++i)
+      if ((words[i] & exponent_mask) == exponent_mask) return i;
+  }
+  return count;
+}
+
+// The index of the first NaN or Inf among `count` elements of `dtype`, or `count` if none.
+inline size_t first_non_finite(const void* data, Dtype dtype, size_t count) {
+  if (dtype == Dtype::F32) return first_non_finite_words(static_cast<const uint32_t*>(data), count, uint32_t(0x7f800000u));
+  return first_non_finite_words(static_cast<const uint16_t*>(data), count, uint16_t(0x7c00u));
+}
+
+}  // namespace kvc

@@ -1,0 +1,24 @@
+#include "ops/append_rows.h"
+#include "ops/vulkan_args.h"
+
+namespace kvc::ops {
+namespace {
+
+constexpr uint32_t kWorkgroupSize = 256;  // threads, each moving one 32-bit word
+
+struct AppendRowsPush {
+  uint32_t slot_stride, first_slot, num_tokens, num_kv_heads;
+  int32_t first_position;
+};
+
+}  // namespace
+
+void append_rows_vulkan(Backend& backend, const AppendRowsShape& shape, const AppendRowsArgs& args) {
+  const uint32_t row_words = shape.head_dim * uint32_t(dtype_size(shape.dtype)) / 4;
+  const AppendRowsPush push{shape.slot_stride, shape.first_slot, shape.num_tokens, shape.num_kv_heads, shape.first_position};
+  backend.recorder().dispatch({"append_rows", 5, sizeof(AppendRowsPush), {kWorkgroupSize, row_words}},
+                              {slice(args.k), slice(args.v), slice(args.k_cache), slice(args.v_cache), slice(args.positions)},
+                              &push, group_count(uint64_t(shape.num_tokens) * (row_words + 1), kWorkgroupSize), shape.num_kv_heads);
+}
+
+}  // namespace kvc::ops

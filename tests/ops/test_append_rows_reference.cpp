@@ -1,0 +1,44 @@
+// The CPU append against its definition: token t's row of kv head h lands in slot
+// first_slot + t of that head with position first_position + t; no other slot changes.
+#include <doctest/doctest.h>
+
+#include "ops/append_rows.h"
+#include "support/selection_support.h"
+
+namespace kvc {
+
+TEST_CASE("append_rows_cpu scatters token-major rows to head-major slots with consecutive positions") {
+  for (Dtype dtype : {Dtype::F32, Dtype::F16}) {
+    const ops::AppendRowsShape shape{3, 8, 19, 5, 11, 1000, dtype};
+    const size_t row_bytes = shape.head_dim * dtype_size(dtype), slots = size_t(shape.num_kv_heads) * shape.slot_stride;
+    std::vector<float> k = test::random_floats(size_t(shape.num_tokens) * shape.num_kv_heads * shape.head_dim);
+    std::vector<float> v = test::random_floats(k.size());
+    const std::vector<unsigned char> k_bytes = test::encode(k, dtype), v_bytes = test::encode(v, dtype);
+    Backend& cpu = test::cpu_backend();
+    auto k_in = test::tensor_of(cpu, k_bytes), v_in = test::tensor_of(cpu, v_bytes);
+    auto k_cache = test::make_poisoned(cpu, slots * row_bytes), v_cache = test::make_poisoned(cpu, slots * row_bytes);
+    auto positions = test::make_poisoned(cpu, slots * 4);
+    const std::vector<unsigned char> poison = test::read_tensor(cpu, *k_cache, row_bytes);
+    ops::append_rows(cpu, shape, {view(*k_in), view(*v_in), view(*k_cache), view(*v_cache), view(*positions)});
+    const auto k_got = test::read_as<unsigned char>(cpu, *k_cache, slots * row_bytes);
+    const auto v_got = test::read_as<unsigned char>(cpu, *v_cache, slots * row_bytes);
+    const auto p_got = test::read_as<int32_t>(cpu, *positions, slots);
+    for (uint32_t head = 0; head < shape.num_kv_heads; ++head)
+      for (uint32_t slot = 0; slot < shape.slot_stride; ++slot) {
+        const size_t at = size_t(head) * shape.slot_stride + slot;
+        const bool appended = slot >= shape.first_slot && slot < shape.first_slot + shape.num_tokens;
+        INFO(dtype_name(dtype), " head ", head, " slot ", slot);
+        if (!appended) {
+          CHECK(std::equal(poison.begin(), poison.end(), k_got.begin() + at * row_bytes));
+          continue;
+        }
+        const uint32_t token = slot - shape.first_slot;
+        const size_t from = (size_t(token) * shape.num_kv_heads + head) * row_bytes;
+        CHECK(p_got[at] == shape.first_position + int32_t(token));
+        CHECK(std::equal(k_got.begin() + at * row_bytes, k_got.begin() + (at + 1) * row_bytes, k_bytes.begin() + from));
+        CHECK(std::equal(v_got.begin() + at * row_bytes, v_got.begin() + (at + 1) * row_bytes, v_bytes.begin() + from));
+      }
+  }
+}
+
+}  // namespace kvc
