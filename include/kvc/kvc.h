@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 #define KVC_VERSION_MAJOR 0
-#define KVC_VERSION_MINOR 1
+#define KVC_VERSION_MINOR 2
 #define KVC_VERSION_PATCH 0
 #define KVC_VERSION_NUMBER (KVC_VERSION_MAJOR * 10000 + KVC_VERSION_MINOR * 100 + KVC_VERSION_PATCH)
 
@@ -284,7 +284,9 @@ typedef struct kvc_cache_stats {
     uint32_t struct_size;
     uint64_t tokens_seen;       /* tokens appended, summed over layers */
     uint64_t slots_held;        /* slots held now, summed over layers */
-    uint64_t device_bytes_held; /* bytes of K, V and position storage allocated for the cache */
+    uint64_t device_bytes_held; /* device bytes the cache holds: every layer's K, V and positions
+                                 * as allocated now, the RoPE table, and its policy's own state
+                                 * (scores, the window's queries); it follows what the policy keeps */
     uint64_t bytes_per_slot;    /* bytes one slot of one layer takes (K + V of all kv heads + positions) */
     uint64_t compressions;      /* compression or eviction steps run so far */
 } kvc_cache_stats;
