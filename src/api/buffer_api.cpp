@@ -14,17 +14,17 @@ uint32_t buffer_offset_alignment(const Backend& backend) {
 }
 
 View device_view(const kvc_context& context, const kvc_buffer_view& view, uint64_t bytes, const char* what) {
-  require(view.buffer != nullptr, KVC_ERROR_NULL_POINTER, std::string(what) + ".buffer is NULL");
+  require(view.buffer != nullptr, KVC_ERROR_NULL_POINTER, [&] { return std::string(what) + ".buffer is NULL"; });
   require(view.buffer->context == &context, KVC_ERROR_INVALID_ARGUMENT,
-          std::string(what) + ".buffer belongs to another context than the cache's");
+          [&] { return std::string(what) + ".buffer belongs to another context than the cache's"; });
   const uint32_t alignment = buffer_offset_alignment(*context.backend);
   require(view.offset % alignment == 0, KVC_ERROR_INVALID_ARGUMENT,
-          std::string(what) + ".offset is " + std::to_string(view.offset) + "; it must be a multiple of " + std::to_string(alignment) +
-              " (kvc_context_info.buffer_offset_alignment)");
+          [&] { return std::string(what) + ".offset is " + std::to_string(view.offset) + "; it must be a multiple of " + std::to_string(alignment) +
+              " (kvc_context_info.buffer_offset_alignment)"; });
   const uint64_t size = view.buffer->tensor->bytes();
   require(view.offset <= size && bytes <= size - view.offset, KVC_ERROR_BUFFER_TOO_SMALL,
-          std::string(what) + " needs " + std::to_string(bytes) + " bytes from offset " + std::to_string(view.offset) +
-              ", but its buffer holds " + std::to_string(size));
+          [&] { return std::string(what) + " needs " + std::to_string(bytes) + " bytes from offset " + std::to_string(view.offset) +
+              ", but its buffer holds " + std::to_string(size); });
   return View{view.buffer->tensor.get(), static_cast<size_t>(view.offset)};
 }
 

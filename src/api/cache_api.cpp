@@ -19,8 +19,8 @@ kvc_status with_cache(const kvc_cache* cache, Body&& body) {
 void require_dtype(const kvc::Cache& cache, kvc_dtype dtype) {
   const kvc::Dtype stored = cache.config().dtype;
   kvc::require(static_cast<uint32_t>(dtype) == static_cast<uint32_t>(stored), KVC_ERROR_DTYPE_MISMATCH,
-               std::string("data passed as ") + (dtype == KVC_DTYPE_F16 ? "f16" : dtype == KVC_DTYPE_F32 ? "f32" : "an unknown dtype") +
-                   ", but the cache stores " + kvc::dtype_name(stored));
+               [&] { return std::string("data passed as ") + (dtype == KVC_DTYPE_F16 ? "f16" : dtype == KVC_DTYPE_F32 ? "f32" : "an unknown dtype") +
+                   ", but the cache stores " + kvc::dtype_name(stored); });
 }
 
 }  // namespace
@@ -101,7 +101,7 @@ kvc_status kvc_attend_device(kvc_cache* cache, uint32_t layer, uint32_t n_querie
   return with_cache(cache, [&](kvc::Cache& c) {
     require_dtype(c, dtype);
     kvc::require(layer < c.config().num_layers, KVC_ERROR_OUT_OF_RANGE,
-                 "layer " + std::to_string(layer) + " is past the cache's " + std::to_string(c.config().num_layers) + " layers");
+                 [&] { return "layer " + std::to_string(layer) + " is past the cache's " + std::to_string(c.config().num_layers) + " layers"; });
     const uint64_t bytes = uint64_t(n_queries) * c.config().query_elements() * kvc::dtype_size(c.config().dtype);
     const kvc::View q_view = kvc::api::device_view(*cache->context, q, bytes, "q");
     const kvc::View out_view = kvc::api::device_view(*cache->context, out, bytes, "out");

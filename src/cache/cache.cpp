@@ -76,7 +76,7 @@ size_t Cache::device_bytes_held() const {
 
 void Cache::check_layer(uint32_t layer_index) const {
   require(layer_index < config_.num_layers, KVC_ERROR_OUT_OF_RANGE,
-          "layer " + std::to_string(layer_index) + " is past the cache's " + std::to_string(config_.num_layers) + " layers");
+          [&] { return "layer " + std::to_string(layer_index) + " is past the cache's " + std::to_string(config_.num_layers) + " layers"; });
 }
 
 void Cache::check_append(uint32_t layer_index, uint32_t n_tokens) const {
@@ -90,10 +90,10 @@ void Cache::check_attend(uint32_t layer_index, uint32_t n_queries) const {
   require(n_queries >= 1, KVC_ERROR_INVALID_ARGUMENT, "n_queries is 0");
   const LayerState& layer = layers_[layer_index];
   require(layer.last_append > 0, KVC_ERROR_BAD_STATE,
-          "layer " + std::to_string(layer_index) + " has no appended tokens to attend from: append the chunk's K/V first");
+          [&] { return "layer " + std::to_string(layer_index) + " has no appended tokens to attend from: append the chunk's K/V first"; });
   require(n_queries <= layer.last_append, KVC_ERROR_BAD_STATE,
-          std::to_string(n_queries) + " queries, but the last append of layer " + std::to_string(layer_index) + " held " +
-              std::to_string(layer.last_append) + " tokens: queries are the newest appended tokens");
+          [&] { return std::to_string(n_queries) + " queries, but the last append of layer " + std::to_string(layer_index) + " held " +
+              std::to_string(layer.last_append) + " tokens: queries are the newest appended tokens"; });
 }
 
 void Cache::append_host(uint32_t layer_index, uint32_t n_tokens, const void* k, const void* v) {

@@ -5,6 +5,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "kvc/kvc.h"
 
@@ -22,6 +23,13 @@ class Error : public std::runtime_error {
 // Throws Error(status, message) unless `condition` holds.
 inline void require(bool condition, kvc_status status, const std::string& message) {
   if (!condition) throw Error(status, message);
+}
+
+// The same for checks on every append and attend: `make_message` builds the text only when
+// the check fails (building it every time cost more than the check).
+template <typename MakeMessage, typename = decltype(std::declval<MakeMessage&>()())>
+inline void require(bool condition, kvc_status status, MakeMessage&& make_message) {
+  if (!condition) throw Error(status, make_message());
 }
 
 }  // namespace kvc

@@ -20,9 +20,9 @@ uint32_t EvictionPolicy::slots_allocated() const {
 void EvictionPolicy::check_append(const Cache& cache, uint32_t layer, uint32_t n_tokens) const {
   const uint32_t held = cache.layer(layer).slots_held, room = settings_.capacities[layer] + settings_.chunk_slots;
   require(uint64_t(held) + n_tokens <= room, KVC_ERROR_CAPACITY,
-          "layer " + std::to_string(layer) + " holds " + std::to_string(held) + " slots; " + std::to_string(n_tokens) +
+          [&] { return "layer " + std::to_string(layer) + " holds " + std::to_string(held) + " slots; " + std::to_string(n_tokens) +
               " more exceed its cache size " + std::to_string(settings_.capacities[layer]) + " + chunk_slots " +
-              std::to_string(settings_.chunk_slots) + ": attend (which evicts) first, or raise kvc_eviction_params.chunk_slots");
+              std::to_string(settings_.chunk_slots) + ": attend (which evicts) first, or raise kvc_eviction_params.chunk_slots"; });
 }
 
 void EvictionPolicy::allocate(Cache& cache, uint32_t layer, LayerSteps& steps) const {

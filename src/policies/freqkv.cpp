@@ -55,9 +55,9 @@ FreqKvPolicy::FreqKvPolicy(const CacheConfig& config, const kvc_freqkv_params& p
 void FreqKvPolicy::check_append(const Cache& cache, uint32_t layer, uint32_t n_tokens) const {
   const uint32_t held = cache.layer(layer).slots_held;
   require(uint64_t(held) + n_tokens <= window_, KVC_ERROR_CAPACITY,
-          "layer " + std::to_string(layer) + " holds " + std::to_string(held) + " of its " + std::to_string(window_) +
+          [&] { return "layer " + std::to_string(layer) + " holds " + std::to_string(held) + " of its " + std::to_string(window_) +
               "-slot FreqKV window; " + std::to_string(n_tokens) + " more do not fit: append at most " +
-              std::to_string(window_ - held) + " now (a full layer compresses after its next kvc_attend)");
+              std::to_string(window_ - held) + " now (a full layer compresses after its next kvc_attend)"; });
 }
 
 int32_t FreqKvPolicy::position_for_slot(const Cache&, uint32_t, uint32_t slot, uint64_t) const {

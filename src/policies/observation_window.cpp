@@ -106,9 +106,9 @@ void WindowPolicy::check_append(const Cache& cache, uint32_t layer, uint32_t n_t
   // A compacted layer holds budget + decode slots; before that, capacity.
   const uint32_t held = cache.layer(layer).slots_held, room = cache.layer(layer).slot_stride;
   require(uint64_t(held) + n_tokens <= room, KVC_ERROR_CAPACITY,
-          "layer " + std::to_string(layer) + " holds " + std::to_string(held) + " of " + std::to_string(room) + " slots; " +
+          [&] { return "layer " + std::to_string(layer) + " holds " + std::to_string(held) + " of " + std::to_string(room) + " slots; " +
               std::to_string(n_tokens) + " more do not fit (the prompt is compacted only at kvc_cache_end_prefill, to " +
-              "budget + kvc_window_policy_params.decode_slots)");
+              "budget + kvc_window_policy_params.decode_slots)"; });
 }
 
 int32_t WindowPolicy::position_for_slot(const Cache&, uint32_t, uint32_t, uint64_t token_index) const {
