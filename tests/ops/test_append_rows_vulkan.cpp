@@ -27,12 +27,7 @@ TEST_CASE("append_rows on Vulkan moves exactly the CPU's bytes") {
       backend->begin();
       ops::append_rows(*backend, shape, {view(*k_in), view(*v_in), view(*k_cache), view(*v_cache), view(*positions)});
       backend->submit();
-      std::vector<unsigned char> all;
-      for (const Tensor* out : {k_cache.get(), v_cache.get(), positions.get()}) {
-        const std::vector<unsigned char> part = test::read_tensor(*backend, *out, out->bytes());
-        all.insert(all.end(), part.begin(), part.end());
-      }
-      results.push_back(all);
+      results.push_back(test::read_all(*backend, {k_cache.get(), v_cache.get(), positions.get()}));
     }
     INFO("kv heads ", shape.num_kv_heads, " head_dim ", shape.head_dim, " tokens ", shape.num_tokens, " at slot ", shape.first_slot);
     CHECK(results[0] == results[1]);

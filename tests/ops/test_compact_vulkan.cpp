@@ -31,12 +31,7 @@ TEST_CASE("compact on Vulkan moves exactly the CPU's bytes") {
       backend->begin();
       ops::compact(*backend, shape, {view(*list), view(*k_in), view(*v_in), view(*p_in), view(*k_out), view(*v_out), view(*p_out)});
       backend->submit();
-      std::vector<unsigned char> all = test::read_tensor(*backend, *k_out, out_bytes);
-      for (const Tensor* out : {v_out.get(), p_out.get()}) {
-        const std::vector<unsigned char> part = test::read_tensor(*backend, *out, out->bytes());
-        all.insert(all.end(), part.begin(), part.end());
-      }
-      results.push_back(all);
+      results.push_back(test::read_all(*backend, {k_out.get(), v_out.get(), p_out.get()}));
     }
     INFO("kv heads ", shape.num_kv_heads, " head_dim ", shape.head_dim, " selected ", shape.num_selected, " tail ", shape.tail_length);
     CHECK(results[0] == results[1]);

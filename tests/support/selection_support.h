@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <numeric>
 #include <memory>
 #include <vector>
@@ -24,6 +25,16 @@ std::vector<T> read_as(Backend& backend, const Tensor& tensor, size_t count) {
   std::vector<T> values(count);
   std::memcpy(values.data(), bytes.data(), bytes.size());
   return values;
+}
+
+// Every byte of `tensors`, one after another: the outputs of an op that must match exactly.
+inline std::vector<unsigned char> read_all(Backend& backend, std::initializer_list<const Tensor*> tensors) {
+  std::vector<unsigned char> all;
+  for (const Tensor* tensor : tensors) {
+    const std::vector<unsigned char> part = read_tensor(backend, *tensor, tensor->bytes());
+    all.insert(all.end(), part.begin(), part.end());
+  }
+  return all;
 }
 
 // `rows` lists of `per_row` distinct keys below num_keys, ascending, each in a row of
