@@ -1,6 +1,7 @@
 #include "bench_harness.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <regex>
@@ -12,6 +13,14 @@
 #include "vulkan/recorder.h"
 
 namespace kvc::bench {
+namespace {
+
+double median(std::vector<double> values) {
+  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
+  return values[values.size() / 2];
+}
+
+}  // namespace
 
 double median_us(Backend& backend, const Timing& timing, const std::function<void()>& record) {
   vk::Recorder& recorder = backend.recorder();
@@ -42,8 +51,27 @@ double median_us(Backend& backend, const Timing& timing, const std::function<voi
   backend.submit();
   std::vector<double> times;
   for (size_t i = 1; i < marks.size(); ++i) times.push_back(recorder.elapsed_ns(marks[i - 1], marks[i]) / 1000.0);
-  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-  return times[times.size() / 2];
+  return median(times);
+}
+
+WallTime median_wall_us(int repetitions, const std::function<void()>& prepare, const std::function<double()>& run) {
+  using Clock = std::chrono::steady_clock;
+  // As in median_us, the GPU's clocks rise only under sustained load: the timed runs follow
+  // 200 ms of runs, and at least one (which makes pipelines and scratch memory).
+  const Clock::time_point warm_until = Clock::now() + std::chrono::milliseconds(200);
+  int warmup_runs = 0;
+  do {
+    if (prepare) prepare();
+    run();
+  } while (++warmup_runs < kMaxWallWarmupRuns && Clock::now() < warm_until);
+  std::vector<double> wall, gpu;
+  for (int i = 0; i < repetitions; ++i) {
+    if (prepare) prepare();
+    const Clock::time_point start = Clock::now();
+    gpu.push_back(run());
+    wall.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+  }
+  return {median(wall), median(gpu)};
 }
 
 double copy_bandwidth_gbps(Backend& backend, const Timing& timing, size_t bytes) {
@@ -57,13 +85,19 @@ double copy_bandwidth_gbps(Backend& backend, const Timing& timing, size_t bytes)
 void print_table(const Report& report, const Report* peer) {
   std::printf("device: %s (%s), %s; measured copy bandwidth %.0f GB/s\n", report.device.c_str(), report.driver.c_str(),
               report.date.c_str(), report.copy_gbps);
+  const bool gpu_column = std::any_of(report.rows.begin(), report.rows.end(), [](const Row& row) { return row.gpu_us > 0; });
   std::printf("%-24s %-58s %-5s %11s %11s %8s %8s", "op", "shape", "dtype", "time (us)", "MB moved", "GB/s", "% copy");
+  if (gpu_column) std::printf(" %11s %9s", "gpu (us)", "wall/gpu");
   if (peer) std::printf(" %11s %9s", "peer (us)", "peer/kvc");
   std::printf("\n");
   for (const Row& row : report.rows) {
     const double gbps = row.bytes / (row.median_us * 1e3);
     std::printf("%-24s %-58s %-5s %11.1f %11.2f %8.0f %7.1f%%", row.name.c_str(), row.shape.c_str(), row.dtype.c_str(),
                 row.median_us, row.bytes / 1e6, gbps, 100.0 * gbps / report.copy_gbps);
+    if (gpu_column) {
+      if (row.gpu_us > 0) std::printf(" %11.1f %8.2fx", row.gpu_us, row.median_us / row.gpu_us);
+      else std::printf(" %11s %9s", "-", "-");
+    }
     if (peer) {
       const auto match = std::find_if(peer->rows.begin(), peer->rows.end(), [&](const Row& p) {
         return p.name == row.name && p.shape == row.shape && p.dtype == row.dtype;
@@ -84,7 +118,9 @@ std::string to_json(const Report& report) {
     const double gbps = row.bytes / (row.median_us * 1e3);
     out << "    {\"name\": \"" << row.name << "\", \"shape\": \"" << row.shape << "\", \"dtype\": \"" << row.dtype
         << "\", \"us\": " << row.median_us << ", \"bytes\": " << row.bytes << ", \"gbps\": " << gbps
-        << ", \"pct_copy\": " << 100.0 * gbps / report.copy_gbps << "}" << (i + 1 < report.rows.size() ? "," : "") << "\n";
+        << ", \"pct_copy\": " << 100.0 * gbps / report.copy_gbps;
+    if (row.gpu_us > 0) out << ", \"gpu_us\": " << row.gpu_us;
+    out << "}" << (i + 1 < report.rows.size() ? "," : "") << "\n";
   }
   out << "  ]\n}\n";
   return out.str();

@@ -1,5 +1,6 @@
-// kvc-bench's machinery: GPU-timestamp timing with warm-up and the median of repetitions, the
-// device's own copy bandwidth as the ceiling, and the rows it prints as a table or JSON.
+// kvc-bench's machinery: GPU-timestamp timing (and wall-clock timing, for the engine rows) with
+// warm-up and the median of repetitions, the device's own copy bandwidth as the ceiling, and the
+// rows it prints as a table or JSON.
 #pragma once
 
 #include <functional>
@@ -11,11 +12,12 @@
 namespace kvc::bench {
 
 struct Row {
-  std::string name;   // what was timed, e.g. "decode_attention"
-  std::string shape;  // e.g. "L=32768 qh=32 kvh=8 d=128"
+  std::string name;      // what was timed, e.g. "decode_attention"
+  std::string shape;     // e.g. "L=32768 qh=32 kvh=8 d=128"
   std::string dtype;
-  double median_us = 0;
-  double bytes = 0;   // that must move: each input read once, each output written once
+  double median_us = 0;  // GPU time; the engine rows: wall-clock time
+  double bytes = 0;      // that must move: each input read once, each output written once
+  double gpu_us = 0;     // rows timed on the wall clock: the GPU time of the same work (0: none)
 };
 
 struct Timing {
@@ -25,6 +27,19 @@ struct Timing {
 
 // Median GPU time in microseconds of `record`, which records one instance of the op.
 double median_us(Backend& backend, const Timing& timing, const std::function<void()>& record);
+
+// At most this many warm-up runs in median_wall_us: callers size their caches for them.
+constexpr int kMaxWallWarmupRuns = 256;
+
+struct WallTime {
+  double wall_us = 0;
+  double gpu_us = 0;  // the median of what `run` returned
+};
+
+// Median wall-clock time in microseconds of `run`, which returns the GPU time of what it
+// submitted (0: unknown), over `repetitions` runs after a warm-up; `prepare`, when given, runs
+// untimed before each run.
+WallTime median_wall_us(int repetitions, const std::function<void()>& prepare, const std::function<double()>& run);
 
 // Device-to-device copy bandwidth in GB/s (bytes read + written), measured with `bytes` buffers.
 double copy_bandwidth_gbps(Backend& backend, const Timing& timing, size_t bytes);

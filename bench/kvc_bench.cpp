@@ -1,6 +1,7 @@
 // kvc-bench: times libkvc's operations on the default Vulkan device with GPU timestamps
 // (warm-up, repetitions, median) and reports each as bytes moved, GB/s and the share of the
-// copy bandwidth it measures itself in the same run. Never part of the tests.
+// copy bandwidth it measures itself in the same run; the engine rows time whole model steps
+// through the C API on the wall clock, beside their GPU time. Never part of the tests.
 //
 //   kvc-bench [--quick] [--only NAME]... [--reps N] [--json out.json] [--compare peer.json]
 #include <cstdio>
@@ -71,6 +72,7 @@ int run(int argc, char** argv) {
   report.copy_gbps = copy_bandwidth_gbps(*backend, timing, small_device ? (size_t(64) << 20) : (size_t(1) << 30));
   add_attention_rows(*backend, timing, options, report);
   add_policy_rows(*backend, timing, options, report);
+  add_engine_rows(timing, options, report);
   Report peer;
   if (!compare_path.empty()) peer = read_json(compare_path);
   print_table(report, compare_path.empty() ? nullptr : &peer);

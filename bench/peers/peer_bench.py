@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The peer: what users run today. Times the same shapes as kvc-bench with PyTorch on the same
-GPU (CUDA events, warm-up, median) and writes kvc-bench's JSON, so that
-`kvc-bench --compare peer.json` prints both side by side. Needs PyTorch and a CUDA GPU.
+GPU (CUDA events, warm-up, median; the engine rows on the wall clock, engine_torch.py) and writes
+kvc-bench's JSON, so that `kvc-bench --compare peer.json` prints both side by side. Needs PyTorch
+and a CUDA GPU.
 
     python3 bench/peers/peer_bench.py [--quick] [--json peer.json]
 """
@@ -17,6 +18,8 @@ import time
 import torch
 import torch.nn.functional as F
 from torch.nn.attention.bias import causal_lower_right
+
+import engine_torch
 
 DTYPES = {"f16": torch.float16, "f32": torch.float32}
 
@@ -88,6 +91,7 @@ def main():
     queries = 128 if args.quick else 2048
     rows.append(attention_row("prefill_attention", (1024 if args.quick else 32768) + queries, queries, "f16"))
     rows += policy_rows(args.quick)
+    rows += engine_torch.engine_rows(args.quick)
     report = {"device": torch.cuda.get_device_name(), "driver": f"torch {torch.__version__}, CUDA {torch.version.cuda}",
               "date": datetime.date.today().isoformat(), "copy_gbps": copy_gbps(), "rows": rows}
     pathlib.Path(args.json).write_text(json.dumps(report, indent=2))

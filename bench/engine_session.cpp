@@ -1,0 +1,126 @@
+#include "engine_session.h"
+
+#include <algorithm>
+#include <random>
+#include <string>
+
+#include "api/handles.h"  // the context's Backend, for the GPU time of its submissions
+#include "common/dtype.h"
+
+namespace kvc::bench {
+namespace {
+
+std::vector<uint16_t> random_halves(size_t count, std::mt19937& generator) {
+  std::uniform_real_distribution<float> values(-1.0f, 1.0f);
+  std::vector<uint16_t> halves(count);
+  for (uint16_t& half : halves) half = float_to_half(values(generator));
+  return halves;
+}
+
+}  // namespace
+
+const char* path_name(EnginePath path) {
+  switch (path) {
+    case EnginePath::Host: return "host";
+    case EnginePath::Device: return "device";
+    default: return "step";
+  }
+}
+
+EngineSession::EngineSession(const EngineShape& shape, uint32_t max_tokens) : shape_(shape), max_tokens_(max_tokens) {
+  kvc_context_desc desc = kvc_context_desc_default();
+  desc.backend = KVC_BACKEND_VULKAN;
+  kvc_context* context = nullptr;
+  const kvc_status created = kvc_context_create(&desc, &context);
+  require(created == KVC_OK, created, std::string("kvc_context_create: ") + kvc_last_create_error());
+  context_.reset(context);
+  std::mt19937 generator(1234);
+  kv_host_ = random_halves(size_t(max_tokens) * shape.kv_heads * shape.head_dim, generator);
+  q_host_ = random_halves(size_t(max_tokens) * shape.q_heads * shape.head_dim, generator);
+  out_host_.resize(q_host_.size());
+  kv_ = create_buffer(kv_host_);
+  q_ = create_buffer(q_host_);
+  out_ = create_buffer(out_host_);
+}
+
+EngineSession::BufferPtr EngineSession::create_buffer(const std::vector<uint16_t>& values) {
+  const uint64_t bytes = values.size() * sizeof(uint16_t);
+  kvc_buffer* buffer = nullptr;
+  check(kvc_buffer_create(context_.get(), bytes, &buffer), "kvc_buffer_create");
+  BufferPtr owned(buffer, kvc_buffer_destroy);
+  check(kvc_buffer_write(buffer, 0, bytes, values.data()), "kvc_buffer_write");
+  return owned;
+}
+
+void EngineSession::check(kvc_status status, const char* call) const {
+  require(status == KVC_OK, status, std::string(call) + ": " + kvc_context_last_error(context_.get()));
+}
+
+double EngineSession::last_submission_gpu_us() const { return context_->backend->last_submission_gpu_us(); }
+
+CachePtr EngineSession::create_cache(kvc_policy policy, uint32_t capacity, const void* policy_params) {
+  kvc_cache_desc desc = kvc_cache_desc_default();
+  desc.num_layers = shape_.layers;
+  desc.num_q_heads = shape_.q_heads;
+  desc.num_kv_heads = shape_.kv_heads;
+  desc.head_dim = shape_.head_dim;
+  desc.dtype = KVC_DTYPE_F16;
+  desc.capacity = capacity;
+  desc.policy = policy;
+  desc.rope_style = KVC_ROPE_NEOX;
+  desc.rope_theta = 10000.0f;
+  desc.policy_params = policy_params;
+  kvc_cache* cache = nullptr;
+  check(kvc_cache_create(context_.get(), &desc, &cache), "kvc_cache_create");
+  return CachePtr(cache, kvc_cache_destroy);
+}
+
+void EngineSession::fill(kvc_cache* cache, uint32_t tokens) {
+  const kvc_buffer_view kv{kv_.get(), 0};
+  for (uint32_t done = 0; done < tokens; done += max_tokens_) {
+    const uint32_t n = std::min(max_tokens_, tokens - done);
+    for (uint32_t layer = 0; layer < shape_.layers; ++layer)
+      check(kvc_cache_append_device(cache, layer, n, KVC_DTYPE_F16, kv, kv), "kvc_cache_append_device");
+  }
+}
+
+void EngineSession::refill(kvc_cache* cache, uint32_t tokens) {
+  check(kvc_cache_reset(cache), "kvc_cache_reset");
+  fill(cache, tokens);
+}
+
+double EngineSession::run_step(kvc_cache* cache, EnginePath path, uint32_t n, bool end_prefill) {
+  const kvc_buffer_view kv{kv_.get(), 0}, q{q_.get(), 0}, out{out_.get(), 0}, no_scores{nullptr, 0};
+  const bool step = path == EnginePath::Step;
+  double gpu_us = 0;
+  // Outside a step every call is a submission of its own, waited for: its GPU time is known
+  // when it returns.
+  const auto call = [&](kvc_status status, const char* name) {
+    check(status, name);
+    if (!step) gpu_us += last_submission_gpu_us();
+  };
+  if (step) check(kvc_step_begin(context_.get()), "kvc_step_begin");
+  for (uint32_t layer = 0; layer < shape_.layers; ++layer) {
+    if (path == EnginePath::Host) {
+      call(kvc_cache_append(cache, layer, n, KVC_DTYPE_F16, kv_host_.data(), kv_host_.data()), "kvc_cache_append");
+      call(kvc_attend(cache, layer, n, KVC_DTYPE_F16, q_host_.data(), out_host_.data(), nullptr), "kvc_attend");
+    } else {
+      call(kvc_cache_append_device(cache, layer, n, KVC_DTYPE_F16, kv, kv), "kvc_cache_append_device");
+      call(kvc_attend_device(cache, layer, n, KVC_DTYPE_F16, q, out, no_scores), "kvc_attend_device");
+    }
+  }
+  if (end_prefill) call(kvc_cache_end_prefill(cache), "kvc_cache_end_prefill");
+  if (step) {
+    check(kvc_step_end(context_.get()), "kvc_step_end");
+    check(kvc_step_wait(context_.get(), UINT64_MAX), "kvc_step_wait");
+    gpu_us = last_submission_gpu_us();
+  }
+  return gpu_us;
+}
+
+void EngineSession::end_open_step() {
+  // Statuses ignored: with no step open kvc_step_end refuses (KVC_ERROR_BAD_STATE), as it should.
+  if (kvc_step_end(context_.get()) == KVC_OK) kvc_step_wait(context_.get(), UINT64_MAX);
+}
+
+}  // namespace kvc::bench

@@ -1,0 +1,64 @@
+// How kvc-bench's engine rows drive libkvc: as an inference engine does, through the public C
+// API (include/kvc/kvc.h) alone. Only the GPU time of each submission comes from inside
+// (Backend::last_submission_gpu_us), to set beside the wall clock.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kvc/kvc.h"
+
+namespace kvc::bench {
+
+// How an engine hands libkvc a layer's work:
+//  Host:   kvc_cache_append + kvc_attend with host arrays; every call stages, submits and waits.
+//  Device: kvc_cache_append_device + kvc_attend_device; every call submits and waits.
+//  Step:   the device calls of all layers recorded in one step: one submission, one wait.
+enum class EnginePath { Host, Device, Step };
+const char* path_name(EnginePath path);
+
+struct EngineShape {
+  uint32_t layers = 0, q_heads = 0, kv_heads = 0, head_dim = 0;
+};
+
+using CachePtr = std::unique_ptr<kvc_cache, void (*)(kvc_cache*)>;
+
+// A Vulkan context, and random f16 inputs for calls of up to `max_tokens` tokens, as host arrays
+// and as device buffers holding the same values. Every cache it makes has `shape`, f16 and NeoX
+// RoPE. A call that fails throws kvc::Error with its status and the context's last error.
+class EngineSession {
+ public:
+  EngineSession(const EngineShape& shape, uint32_t max_tokens);
+
+  // Destroy every cache before the session.
+  CachePtr create_cache(kvc_policy policy, uint32_t capacity, const void* policy_params);
+  // Appends `tokens` tokens to every layer, in calls of up to max_tokens, attending none.
+  void fill(kvc_cache* cache, uint32_t tokens);
+  // kvc_cache_reset, then fill.
+  void refill(kvc_cache* cache, uint32_t tokens);
+  // One model step: every layer appends n tokens and attends their n queries, the `path` way,
+  // then kvc_cache_end_prefill when `end_prefill` (inside the step on the step path). Returns
+  // the GPU time of what it submitted, 0 where unknown.
+  double run_step(kvc_cache* cache, EnginePath path, uint32_t n, bool end_prefill);
+  // A call that failed inside a step leaves the step open: this ends it, so that the next row
+  // can begin its own.
+  void end_open_step();
+
+ private:
+  void check(kvc_status status, const char* call) const;
+  double last_submission_gpu_us() const;
+
+  using ContextPtr = std::unique_ptr<kvc_context, void (*)(kvc_context*)>;
+  using BufferPtr = std::unique_ptr<kvc_buffer, void (*)(kvc_buffer*)>;
+  BufferPtr create_buffer(const std::vector<uint16_t>& values);
+
+  EngineShape shape_;
+  uint32_t max_tokens_;
+  ContextPtr context_{nullptr, kvc_context_destroy};  // declared first: destroyed after the buffers
+  // K and V take the same values: what they hold does not change the work.
+  std::vector<uint16_t> kv_host_, q_host_, out_host_;
+  BufferPtr kv_{nullptr, kvc_buffer_destroy}, q_{nullptr, kvc_buffer_destroy}, out_{nullptr, kvc_buffer_destroy};
+};
+
+}  // namespace kvc::bench

@@ -1,0 +1,161 @@
+// kvc-bench's engine rows: what an inference engine waits for per decode token or prefill chunk
+// of a 32-layer model (32 q / 8 kv heads, d = 128, f16, NeoX RoPE), on the wall clock through
+// the public C API, beside the GPU time of the same work, for each way of driving libkvc
+// (EnginePath: host arrays, device buffers, one step per token).
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+#include "bench_rows.h"
+#include "engine_session.h"
+
+namespace kvc::bench {
+namespace {
+
+constexpr EnginePath kPaths[] = {EnginePath::Host, EnginePath::Device, EnginePath::Step};
+
+struct EngineSizes {
+  EngineShape shape;
+  std::vector<uint32_t> decode_lengths;
+  uint32_t prefill_length;  // the cache's length after the prefill chunk
+  uint32_t chunk;           // a prefill chunk, and the fill's calls
+  int decode_repetitions;
+  int prefill_repetitions;  // few: a 2048-token chunk over 32K slots takes seconds on an H100
+};
+
+EngineSizes sizes_for(const Timing& timing, bool quick) {
+  EngineSizes sizes;
+  sizes.shape = {quick ? 2u : 32u, 32, 8, 128};
+  sizes.decode_lengths = quick ? std::vector<uint32_t>{256, 512} : std::vector<uint32_t>{4096, 32768, 131072};
+  // Prefill attention runs at about 25 us per query and slot on lavapipe (2 cores): --quick's
+  // chunk is 32 over 256 slots, a third of a second per layer.
+  sizes.prefill_length = quick ? 256 : 32768;
+  sizes.chunk = quick ? 32 : 2048;
+  sizes.prefill_repetitions = std::min(timing.repetitions, 3);
+  sizes.decode_repetitions = quick ? sizes.prefill_repetitions : timing.repetitions;
+  return sizes;
+}
+
+struct Policy {
+  kvc_policy policy;
+  const char* name;
+  const char* length_name;  // what the row's length is to the policy, as its docs name it
+};
+
+constexpr Policy kFull{KVC_POLICY_FULL, "full", "L"};
+constexpr Policy kFreqKv{KVC_POLICY_FREQKV, "freqkv", "N"};
+constexpr Policy kH2o{KVC_POLICY_H2O, "h2o", "c"};
+constexpr Policy kTreeKv{KVC_POLICY_TREEKV, "treekv", "c"};
+constexpr Policy kSnapKv{KVC_POLICY_SNAPKV, "snapkv", "L"};
+
+std::string shape_text(const Policy& policy, uint32_t length, uint32_t n, const EngineShape& shape, EnginePath path) {
+  return std::string(policy.name) + " " + policy.length_name + "=" + std::to_string(length) + " n=" + std::to_string(n) +
+         " layers=" + std::to_string(shape.layers) + " qh=" + std::to_string(shape.q_heads) + " kvh=" +
+         std::to_string(shape.kv_heads) + " d=" + std::to_string(shape.head_dim) + " " + path_name(path);
+}
+
+// Every layer reads K and V of `length` slots once, writes n new tokens' K and V, reads Q and
+// writes O of n queries (f16).
+double bytes_moved(const EngineShape& shape, uint32_t length, uint32_t n) {
+  return shape.layers * 2.0 *
+         (2.0 * shape.kv_heads * length * shape.head_dim + 2.0 * n * shape.kv_heads * shape.head_dim +
+          2.0 * n * shape.q_heads * shape.head_dim);
+}
+
+// Times `measure` into a row; a libkvc call that fails skips the row with its status and message
+// on stderr, and the other rows go on.
+void add_row(Report& report, EngineSession& session, const char* name, std::string shape, double bytes,
+             const std::function<WallTime()>& measure) {
+  try {
+    const WallTime time = measure();
+    Row row;
+    row.name = name;
+    row.shape = std::move(shape);
+    row.dtype = "f16";
+    row.median_us = time.wall_us;
+    row.gpu_us = time.gpu_us;
+    row.bytes = bytes;
+    report.rows.push_back(row);
+  } catch (const Error& error) {
+    std::fprintf(stderr, "kvc-bench: %s %s skipped: %s: %s\n", name, shape.c_str(), kvc_status_name(error.status()),
+                 error.what());
+    session.end_open_step();
+  }
+}
+
+// A cache of `length` for decoding, filled without attending (appends alone run no policy step):
+//  FULL: L - 1 tokens, so that the first token makes L; room for the tokens warm-up and
+//    repetitions add (the row's L is where it starts).
+//  FREQKV: N - 1 tokens; the first token fills the window, which compresses to S + gamma (N - S)
+//    slots, and the layers grow back towards N, compressing every N - S - gamma (N - S) tokens:
+//    the row times decoding over what the window holds then, compressions included where they
+//    fall (the median leaves them out).
+//  H2O, TREEKV: c tokens; each token appends one (c + 1, the one chunk slot the defaults give)
+//    and its attend evicts one, so every token runs the policy's full step at c.
+CachePtr decode_cache(EngineSession& session, const Policy& policy, uint32_t length, int repetitions) {
+  if (policy.policy == KVC_POLICY_FULL) {
+    CachePtr cache = session.create_cache(policy.policy, length + kMaxWallWarmupRuns + repetitions, nullptr);
+    session.fill(cache.get(), length - 1);
+    return cache;
+  }
+  if (policy.policy == KVC_POLICY_FREQKV) {
+    CachePtr cache = session.create_cache(policy.policy, length, nullptr);
+    session.fill(cache.get(), length - 1);
+    return cache;
+  }
+  kvc_eviction_params params = kvc_eviction_params_default();
+  // Decoding never runs TreeKV's block prefill, but the cache checks its blocks at creation:
+  // (c - 4 - (c/2 - 4)) / 32 is 2048 at c = 128K, one past the limit; 64-token blocks fit.
+  params.prefill_block = 64;
+  CachePtr cache = session.create_cache(policy.policy, length, &params);
+  session.fill(cache.get(), length);
+  return cache;
+}
+
+void add_decode_rows(EngineSession& session, const EngineSizes& sizes, Report& report) {
+  for (const Policy& policy : {kFull, kFreqKv, kH2o, kTreeKv})
+    for (uint32_t length : sizes.decode_lengths) {
+      // FreqKV's fused transform holds windows up to 16K: its row takes the shortest length.
+      if (policy.policy == KVC_POLICY_FREQKV && length != sizes.decode_lengths.front()) continue;
+      for (EnginePath path : kPaths)
+        add_row(report, session, "engine_decode", shape_text(policy, length, 1, sizes.shape, path),
+                bytes_moved(sizes.shape, length, 1), [&] {
+                  CachePtr cache = decode_cache(session, policy, length, sizes.decode_repetitions);
+                  return median_wall_us(sizes.decode_repetitions, nullptr,
+                                        [&] { return session.run_step(cache.get(), path, 1, false); });
+                });
+    }
+}
+
+// A chunk over a cache holding prefill_length - chunk tokens, refilled before every run, so
+// that each run appends and attends the same chunk; SNAPKV's runs end the prefill too (its
+// selection of budget min(1024, L / 4) tokens per layer, the paper's 1024 at L = 32K).
+void add_prefill_rows(EngineSession& session, const EngineSizes& sizes, Report& report) {
+  const uint32_t length = sizes.prefill_length, chunk = sizes.chunk;
+  kvc_window_policy_params snapkv = kvc_window_policy_params_default();
+  snapkv.budget = std::min(1024u, length / 4);
+  for (const Policy& policy : {kFull, kSnapKv}) {
+    const bool selects = policy.policy == KVC_POLICY_SNAPKV;
+    for (EnginePath path : kPaths)
+      add_row(report, session, "engine_prefill", shape_text(policy, length, chunk, sizes.shape, path),
+              bytes_moved(sizes.shape, length, chunk), [&] {
+                CachePtr cache = session.create_cache(policy.policy, length, selects ? &snapkv : nullptr);
+                const auto refill = [&] { session.refill(cache.get(), length - chunk); };
+                return median_wall_us(sizes.prefill_repetitions, refill,
+                                      [&] { return session.run_step(cache.get(), path, chunk, selects); });
+              });
+  }
+}
+
+}  // namespace
+
+void add_engine_rows(const Timing& timing, const RowOptions& options, Report& report) {
+  const bool decode = options.wants("engine_decode"), prefill = options.wants("engine_prefill");
+  if (!decode && !prefill) return;
+  const EngineSizes sizes = sizes_for(timing, options.quick);
+  EngineSession session(sizes.shape, sizes.chunk);
+  if (decode) add_decode_rows(session, sizes, report);
+  if (prefill) add_prefill_rows(session, sizes, report);
+}
+
+}  // namespace kvc::bench
