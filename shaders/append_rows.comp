@@ -20,17 +20,19 @@ layout(push_constant) uniform Push {
 } push;
 
 void main() {
-  const uint item = gl_GlobalInvocationID.x;
-  const uint token = item / (ROW_WORDS + 1u);
-  const uint word = item % (ROW_WORDS + 1u);
-  if (token >= push.num_tokens) return;
   const uint kv_head = gl_WorkGroupID.y;
-  const uint to = kv_head * push.slot_stride + push.first_slot + token;
-  if (word == ROW_WORDS) {
-    positions[to] = push.first_position + int(token);
-  } else {
-    const uint from = (token * push.num_kv_heads + kv_head) * ROW_WORDS + word;
-    k_cache[to * ROW_WORDS + word] = k_words[from];
-    v_cache[to * ROW_WORDS + word] = v_words[from];
+  const uint items = push.num_tokens * (ROW_WORDS + 1u);
+  // A grid-stride loop: a chunk may hold more items than one dispatch has threads.
+  for (uint item = gl_GlobalInvocationID.x; item < items; item += gl_NumWorkGroups.x * gl_WorkGroupSize.x) {
+    const uint token = item / (ROW_WORDS + 1u);
+    const uint word = item % (ROW_WORDS + 1u);
+    const uint to = kv_head * push.slot_stride + push.first_slot + token;
+    if (word == ROW_WORDS) {
+      positions[to] = push.first_position + int(token);
+    } else {
+      const uint from = (token * push.num_kv_heads + kv_head) * ROW_WORDS + word;
+      k_cache[to * ROW_WORDS + word] = k_words[from];
+      v_cache[to * ROW_WORDS + word] = v_words[from];
+    }
   }
 }

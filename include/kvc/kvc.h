@@ -135,7 +135,7 @@ typedef struct kvc_context_info {
     char device_name[256];        /* e.g. "NVIDIA H100 80GB HBM3", "llvmpipe (...)", "CPU" */
     uint32_t vendor_id;           /* PCI vendor id, 0 for the CPU backend */
     uint32_t validation_messages; /* validation-layer warnings and errors seen so far */
-    uint32_t buffer_offset_alignment; /* kvc_buffer_view offsets are multiples of this (1 on the CPU) */
+    uint32_t buffer_offset_alignment; /* kvc_buffer_view offsets are multiples of this (16 on the CPU) */
 } kvc_context_info;
 
 /* Describes the context's device. Set info->struct_size before the call. */
@@ -316,13 +316,14 @@ typedef struct kvc_window_policy_params {
                                     * num_layers entries, each in window+1..capacity; or NULL */
     uint32_t num_layer_budgets;    /* entries of layer_budgets, 0 when it is NULL */
     uint32_t decode_slots;         /* slots a compacted layer keeps for the tokens decoded after
-                                    * the prompt, or KVC_DECODE_SLOTS_DEFAULT: capacity less the
-                                    * prompt's length, the room `capacity` left. Added in 0.2:
-                                    * a struct_size without it means the default */
+                                    * the prompt (budget + decode_slots, at most capacity), or
+                                    * KVC_DECODE_SLOTS_DEFAULT (0): capacity less the prompt's
+                                    * length, the room `capacity` left. Added in 0.2 where 0.1's
+                                    * struct had padding, which its default initialiser zeroes */
 } kvc_window_policy_params;
 
 /* kvc_window_policy_params.decode_slots: as many as `capacity` allowed after this prompt. */
-#define KVC_DECODE_SLOTS_DEFAULT 0xFFFFFFFFu
+#define KVC_DECODE_SLOTS_DEFAULT 0u
 
 /* The papers' settings: budget 1024, window 32, pool kernel 7, K = budget, theta 0.5, beta 20,
  * no per-layer table, KVC_DECODE_SLOTS_DEFAULT. */
@@ -364,7 +365,9 @@ KVC_API kvc_status kvc_buffer_create(kvc_context* context, uint64_t bytes, kvc_b
  * must come from kvc_context_create_from_vulkan, and the buffer must have been created on that
  * device with VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
  * VK_BUFFER_USAGE_TRANSFER_DST_BIT. The application keeps ownership: destroy the kvc_buffer
- * (and let every step that used it finish) before the VkBuffer. */
+ * (and let every step that used it finish) before the VkBuffer. libkvc's work begins with a
+ * barrier, so writes the application submitted earlier on the context's queue are seen; from
+ * another queue, order them with a semaphore. */
 KVC_API kvc_status kvc_buffer_wrap_vulkan(kvc_context* context, void* vk_buffer, uint64_t offset, uint64_t bytes,
                                           kvc_buffer** out_buffer);
 
@@ -429,13 +432,17 @@ KVC_API kvc_status kvc_step_begin_commands(kvc_context* context, void* command_b
 
 /* Ends the open step: submits libkvc's command buffer without waiting (a step begun with
  * kvc_step_begin), or records the closing barrier into the application's (begun with
- * kvc_step_begin_commands; the application submits it). */
+ * kvc_step_begin_commands; the application submits it). Fails with KVC_ERROR_BAD_STATE and
+ * submits nothing when a call in the step failed after recording part of its work (out of
+ * memory, a Vulkan error; argument and state errors record nothing): reset the caches the step
+ * used, and do not submit an application's command buffer that holds the step. */
 KVC_API kvc_status kvc_step_end(kvc_context* context);
 
 /* Waits at most `timeout_ns` nanoseconds (0 polls, UINT64_MAX waits as long as it takes) for
  * the last step ended with kvc_step_end to finish on the device. KVC_OK: done, and its host
  * outputs are written; KVC_TIMEOUT: still running, ask again. KVC_OK at once when there is
- * nothing to wait for. */
+ * nothing to wait for, which includes a step recorded into an application's command buffer
+ * (wait on the application's own fence). KVC_ERROR_BAD_STATE while a step is open. */
 KVC_API kvc_status kvc_step_wait(kvc_context* context, uint64_t timeout_ns);
 
 #ifdef __cplusplus

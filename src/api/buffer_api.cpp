@@ -10,7 +10,10 @@ using kvc::api::guarded;
 namespace kvc::api {
 
 uint32_t buffer_offset_alignment(const Backend& backend) {
-  return backend.is_cpu() ? 1u : static_cast<uint32_t>(backend.device().properties().limits.minStorageBufferOffsetAlignment);
+  // The CPU ops read views as float and int32 arrays: 16 keeps every element aligned, and is
+  // what most Vulkan devices ask for too.
+  constexpr uint32_t kCpuAlignment = 16;
+  return backend.is_cpu() ? kCpuAlignment : static_cast<uint32_t>(backend.device().properties().limits.minStorageBufferOffsetAlignment);
 }
 
 View device_view(const kvc_context& context, const kvc_buffer_view& view, uint64_t bytes, const char* what) {
@@ -78,7 +81,7 @@ kvc_status kvc_buffer_wrap_vulkan(kvc_context* context, void* vk_buffer, uint64_
     kvc::Backend& backend = *context->backend;
     kvc::require(!backend.is_cpu() && !backend.device().owns_handles(), KVC_ERROR_UNSUPPORTED,
                  "kvc_buffer_wrap_vulkan needs a context made with kvc_context_create_from_vulkan (the buffer must live on its device)");
-    kvc::require(bytes > 0 && bytes <= backend.max_buffer_bytes(), KVC_ERROR_INVALID_ARGUMENT,
+    kvc::require(bytes > 0 && bytes <= backend.max_buffer_bytes() && offset <= UINT64_MAX - bytes, KVC_ERROR_INVALID_ARGUMENT,
                  "kvc_buffer_wrap_vulkan: bytes is " + std::to_string(bytes) + "; it must be 1.." + std::to_string(backend.max_buffer_bytes()) +
                      " (what one binding covers)");
     const uint32_t alignment = kvc::api::buffer_offset_alignment(backend);

@@ -1,4 +1,6 @@
 // kvc_context_*: backend choice, wrapping an application's Vulkan device, info, last error.
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 #include "api/buffer_view.h"
@@ -88,19 +90,19 @@ kvc_status kvc_context_info_get(kvc_context* context, kvc_context_info* info) {
   if (!context) return KVC_ERROR_NULL_POINTER;
   return guarded(context, nullptr, [&] {
     kvc::require(info != nullptr, KVC_ERROR_NULL_POINTER, "kvc_context_info_get: info is NULL");
-    kvc::api::require_struct_size(info->struct_size, sizeof(kvc_context_info), "kvc_context_info");
+    // 0.1's struct ended before buffer_offset_alignment: such a caller gets what it has room for.
+    kvc::api::require_struct_size(info->struct_size, offsetof(kvc_context_info, buffer_offset_alignment), "kvc_context_info");
     kvc_context_info result{};
     result.struct_size = info->struct_size;
     const kvc::Backend& backend = *context->backend;
     result.backend = backend.is_cpu() ? KVC_BACKEND_CPU : KVC_BACKEND_VULKAN;
     std::strncpy(result.device_name, backend.device_name().c_str(), sizeof(result.device_name) - 1);
-    result.buffer_offset_alignment = 1;
+    result.buffer_offset_alignment = kvc::api::buffer_offset_alignment(backend);
     if (!backend.is_cpu()) {
       result.vendor_id = backend.device().properties().vendorID;
       result.validation_messages = backend.device().validation_messages();
-      result.buffer_offset_alignment = kvc::api::buffer_offset_alignment(backend);
     }
-    *info = result;
+    std::memcpy(info, &result, std::min<size_t>(info->struct_size, sizeof(result)));
   });
 }
 

@@ -18,7 +18,11 @@ Backend::Backend(BackendKind kind, std::unique_ptr<vk::Device> device) : kind_(k
 }
 
 Backend::~Backend() {
-  if (recorder_) recorder_->wait(UINT64_MAX);
+  try {
+    if (recorder_) recorder_->wait(UINT64_MAX);
+  } catch (const Error&) {
+    // A lost device: nothing is running any more, and a destructor must not throw.
+  }
   shared_tables_.clear();
   scratch_.clear();
   released_.clear();
@@ -59,10 +63,11 @@ uint64_t Backend::max_buffer_bytes() const {
 void Backend::begin() {
   require(!operation_open_, KVC_ERROR_INTERNAL, "Backend::begin inside an operation");
   operation_open_ = true;
+  if (recorder_ && step_open_) operation_start_ = recorder_->commands_recorded();
   if (step_open_ || !recorder_) return;
-  recorder_->begin();
-  external_pending_ = false;
   collect_released();
+  recorder_->begin();
+  operation_start_ = 0;
 }
 
 void Backend::upload(const void* src, size_t bytes, Tensor& dst, size_t dst_offset) {
@@ -97,16 +102,16 @@ void Backend::submit() {
 void Backend::abandon() {
   if (!operation_open_) return;
   operation_open_ = false;
-  if (step_open_) step_broken_ = true;
-  else if (recorder_) recorder_->discard();
+  if (!recorder_) return;
+  if (!step_open_) recorder_->discard();
+  else if (recorder_->commands_recorded() > operation_start_) step_broken_ = true;  // else the step is intact
 }
 
 void Backend::begin_step(void* external) {
   require(!step_open_, KVC_ERROR_BAD_STATE, "a step is already open on this context: end it with kvc_step_end first");
   if (recorder_) {
-    recorder_->begin(static_cast<VkCommandBuffer>(external));
-    external_pending_ = false;
     collect_released();
+    recorder_->begin(static_cast<VkCommandBuffer>(external));
   }
   step_open_ = true;
   step_broken_ = false;
@@ -129,7 +134,7 @@ void Backend::end_step() {
 bool Backend::wait_step(uint64_t timeout_ns) {
   if (!recorder_) return true;
   if (!recorder_->wait(timeout_ns)) return false;
-  if (!external_pending_) collect_released();
+  if (!external_pending_) released_.clear();
   return true;
 }
 
@@ -142,7 +147,11 @@ void Backend::release(std::unique_ptr<vk::Buffer> buffer) {
 }
 
 void Backend::collect_released() {
-  if (!recorder_->recording()) released_.clear();
+  // Our own work is waited for; an application's command buffer has completed by contract
+  // (kvc_step_begin_commands) once another operation or step begins.
+  recorder_->wait(UINT64_MAX);
+  external_pending_ = false;
+  released_.clear();
 }
 
 Tensor& Backend::scratch(ScratchId id, size_t bytes) {

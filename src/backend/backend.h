@@ -115,6 +115,7 @@ class Backend {
   std::vector<std::unique_ptr<vk::Buffer>> released_;  // still used by recorded work
   bool step_open_ = false;
   bool operation_open_ = false;    // between begin() and submit()
+  uint64_t operation_start_ = 0;   // commands the step held when the operation began
   bool step_broken_ = false;       // an operation failed after recording part of its work
   bool external_pending_ = false;  // an application's command buffer may still run our work
 };

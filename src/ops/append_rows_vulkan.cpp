@@ -1,10 +1,13 @@
+#include <algorithm>
+
 #include "ops/append_rows.h"
 #include "ops/vulkan_args.h"
 
 namespace kvc::ops {
 namespace {
 
-constexpr uint32_t kWorkgroupSize = 256;  // threads, each moving one 32-bit word
+constexpr uint32_t kWorkgroupSize = 256;  // threads, each moving one 32-bit word at a time
+constexpr uint32_t kMaxGroups = 65535;    // the least maxComputeWorkGroupCount[0]; the shader loops past it
 
 struct AppendRowsPush {
   uint32_t slot_stride, first_slot, num_tokens, num_kv_heads;
@@ -18,7 +21,8 @@ void append_rows_vulkan(Backend& backend, const AppendRowsShape& shape, const Ap
   const AppendRowsPush push{shape.slot_stride, shape.first_slot, shape.num_tokens, shape.num_kv_heads, shape.first_position};
   backend.recorder().dispatch({"append_rows", 5, sizeof(AppendRowsPush), {kWorkgroupSize, row_words}},
                               {slice(args.k), slice(args.v), slice(args.k_cache), slice(args.v_cache), slice(args.positions)},
-                              &push, group_count(uint64_t(shape.num_tokens) * (row_words + 1), kWorkgroupSize), shape.num_kv_heads);
+                              &push, std::min(group_count_unbounded(uint64_t(shape.num_tokens) * (row_words + 1), kWorkgroupSize), kMaxGroups),
+                              shape.num_kv_heads);
 }
 
 }  // namespace kvc::ops

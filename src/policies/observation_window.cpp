@@ -166,7 +166,8 @@ void WindowPolicy::end_prefill(Cache& cache) {
   }
   if (selections.empty()) return;
 
-  // Everything is allocated before anything is recorded, so running out of memory changes nothing.
+  // Storage is allocated before anything is recorded, and the layers change only once every
+  // selection is recorded: a failure on the way (out of memory) changes nothing.
   Backend& backend = cache.backend();
   std::vector<SelectionShape> steps;
   for (Selection& selection : selections) {
@@ -194,6 +195,9 @@ void WindowPolicy::end_prefill(Cache& cache) {
     copy_ring(backend, selection.layer, state.tokens_seen - config_.window, config_.window, view(*window_q_), false);
     workspace_.record(backend, steps[i], view(*window_q_), {view(*state.k), view(*state.v), view(*state.positions)},
                       cache.turn_table(), {view(*selection.k), view(*selection.v), view(*selection.positions)});
+  }
+  for (Selection& selection : selections) {
+    LayerState& state = cache.layer(selection.layer);
     // The prompt's storage is released once the recorded selection has read it.
     cache.replace_storage(selection.layer, std::move(selection.k), std::move(selection.v), std::move(selection.positions),
                           selection.slot_stride);

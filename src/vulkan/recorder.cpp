@@ -45,14 +45,13 @@ void Recorder::begin(VkCommandBuffer external) {
   for (VkDescriptorPool pool : descriptor_pools_) vkResetDescriptorPool(device_.device(), pool, 0);
   current_pool_ = 0;
   timestamps_written_ = 0;
+  commands_recorded_ = 0;
   external_ = external;
   recording_ = true;
-  if (external_) {
-    // The application's commands recorded before ours may have written what we read.
-    needs_barrier_ = true;
-    return;
-  }
-  needs_barrier_ = false;
+  // The application's commands recorded before ours, or its earlier submissions on this queue,
+  // may have written what we read.
+  needs_barrier_ = true;
+  if (external_) return;
   check(vkResetCommandBuffer(commands_, 0), "vkResetCommandBuffer");
   VkCommandBufferBeginInfo info{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   info.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
@@ -73,6 +72,7 @@ void Recorder::barrier(VkPipelineStageFlags dst_stages, VkAccessFlags dst_access
 
 void Recorder::before_command() {
   require(recording_, KVC_ERROR_INTERNAL, "Recorder used outside begin()/end()");
+  ++commands_recorded_;
   if (needs_barrier_)
     barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
             VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);

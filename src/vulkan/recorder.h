@@ -50,6 +50,9 @@ class Recorder {
   // Drops the current recording unsubmitted (a failed step).
   void discard();
   bool recording() const { return recording_; }
+  // Commands recorded since the recording began (an operation that failed before recording
+  // any left the recording intact).
+  uint64_t commands_recorded() const { return commands_recorded_; }
   bool in_flight() const { return in_flight_; }
   bool external() const { return external_ != VK_NULL_HANDLE; }
   // GPU time of the last completed submission of libkvc's own command buffer, from its first
@@ -89,6 +92,7 @@ class Recorder {
   bool recording_ = false;
   bool in_flight_ = false;  // submitted, not yet waited for
   bool needs_barrier_ = false;
+  uint64_t commands_recorded_ = 0;
 };
 
 }  // namespace kvc::vk

@@ -1,9 +1,7 @@
 // The engine path on the CPU backend: device buffers (host memory there), kvc_cache_append_device
 // and kvc_attend_device, and steps, which on the CPU only group calls. For every policy the
 // device and one-step paths must give exactly what the host path gives; misuse returns the
-// documented status and changes nothing. Runs under the sanitizers with the CPU suite: views at
-// offsets off their dtype's alignment (allowed, the CPU's alignment is 1) must not be read as
-// aligned floats.
+// documented status and changes nothing. Runs under the sanitizers with the CPU suite.
 #include <doctest/doctest.h>
 
 #include <cstddef>
@@ -17,7 +15,7 @@ namespace kvc {
 
 TEST_CASE("engine path on the CPU: buffers move exact bytes at any offset, in and out of a step") {
   test::ContextPtr context = test::make_context(KVC_BACKEND_CPU);
-  CHECK(test::context_info(context.get()).buffer_offset_alignment == 1);
+  CHECK(test::context_info(context.get()).buffer_offset_alignment == 16);
   test::check_buffer_round_trip(context.get());
 }
 
@@ -107,6 +105,9 @@ TEST_CASE("engine path on the CPU: misuse of buffers and views is refused with i
   const kvc_buffer_view k{buffer.get(), k_at}, v{buffer.get(), v_at}, q{buffer.get(), q_at}, out{buffer.get(), out_at},
       scores{buffer.get(), scores_at}, none{};
   const auto at = [&](uint64_t offset) { return kvc_buffer_view{buffer.get(), offset}; };
+  // The first aligned place from which a tensor of `size` bytes runs past the buffer's end.
+  const uint64_t alignment = test::context_info(context.get()).buffer_offset_alignment;
+  const auto past_end = [&](uint64_t size) { return at(test::round_up(bytes - size + 1, alignment)); };
   const auto of_other = [&](kvc_buffer_view view) { return kvc_buffer_view{foreign.get(), view.offset}; };
   std::vector<unsigned char> buffer_before(bytes);
   REQUIRE(kvc_buffer_read(buffer.get(), 0, bytes, buffer_before.data()) == KVC_OK);
@@ -139,18 +140,18 @@ TEST_CASE("engine path on the CPU: misuse of buffers and views is refused with i
        [&] { return kvc_attend_device(cache.get(), 0, four, desc.dtype, q, of_other(out), none); }},
       {"scores of another context", KVC_ERROR_INVALID_ARGUMENT,
        [&] { return kvc_attend_device(cache.get(), 0, four, desc.dtype, q, out, of_other(scores)); }},
-      // Tensors running past the buffer's end, by a byte, or from an offset past it.
+      // Tensors running past the buffer's end, from the first aligned place, or from an offset past it.
       {"k past the end", KVC_ERROR_BUFFER_TOO_SMALL,
-       [&] { return kvc_cache_append_device(cache.get(), 0, four, desc.dtype, at(bytes - kv_bytes + 1), v); }},
+       [&] { return kvc_cache_append_device(cache.get(), 0, four, desc.dtype, past_end(kv_bytes), v); }},
       {"v past the end", KVC_ERROR_BUFFER_TOO_SMALL,
-       [&] { return kvc_cache_append_device(cache.get(), 0, four, desc.dtype, k, at(UINT64_MAX)); }},
+       [&] { return kvc_cache_append_device(cache.get(), 0, four, desc.dtype, k, at(UINT64_MAX - (alignment - 1))); }},
       {"q past the end", KVC_ERROR_BUFFER_TOO_SMALL,
-       [&] { return kvc_attend_device(cache.get(), 0, four, desc.dtype, at(bytes - q_bytes + 1), out, none); }},
+       [&] { return kvc_attend_device(cache.get(), 0, four, desc.dtype, past_end(q_bytes), out, none); }},
       {"out past the end", KVC_ERROR_BUFFER_TOO_SMALL,
-       [&] { return kvc_attend_device(cache.get(), 0, four, desc.dtype, q, at(bytes - q_bytes + 1), none); }},
-      // 4 slots held: [2][4] scores, one byte short.
+       [&] { return kvc_attend_device(cache.get(), 0, four, desc.dtype, q, past_end(q_bytes), none); }},
+      // 4 slots held: [2][4] scores.
       {"scores past the end", KVC_ERROR_BUFFER_TOO_SMALL,
-       [&] { return kvc_attend_device(cache.get(), 0, four, desc.dtype, q, out, at(bytes - score_bytes + 1)); }},
+       [&] { return kvc_attend_device(cache.get(), 0, four, desc.dtype, q, out, past_end(score_bytes)); }},
       {"K/V as f16", KVC_ERROR_DTYPE_MISMATCH, [&] { return kvc_cache_append_device(cache.get(), 0, four, KVC_DTYPE_F16, k, v); }},
       {"Q as f16", KVC_ERROR_DTYPE_MISMATCH, [&] { return kvc_attend_device(cache.get(), 0, four, KVC_DTYPE_F16, q, out, none); }},
       {"layer 2 of 2", KVC_ERROR_OUT_OF_RANGE, [&] { return kvc_cache_append_device(cache.get(), 2, four, desc.dtype, k, v); }},

@@ -244,8 +244,7 @@ inline ChunkBytes chunk_bytes(const kvc_cache_desc& desc, uint32_t largest_chunk
 
 // A cache fed through one path (the application's path derives from it). The device paths
 // keep K, V, Q, the output and the scores in one buffer, each at a non-zero multiple of the
-// context's buffer_offset_alignment (on the CPU, where it is 1, that puts every tensor off its
-// dtype's natural alignment). The one-step path reuses these places for every layer of a
+// context's buffer_offset_alignment. The one-step path reuses these places for every layer of a
 // step: each layer's inputs are written over the previous layer's after its calls were
 // recorded, so only step order keeps them apart.
 class CacheFeed {
