@@ -106,7 +106,7 @@ double EngineSession::run_step(kvc_cache* cache, EnginePath path, uint32_t n, bo
       call(kvc_attend(cache, layer, n, KVC_DTYPE_F16, q_host_.data(), out_host_.data(), nullptr), "kvc_attend");
     } else {
       call(kvc_cache_append_device(cache, layer, n, KVC_DTYPE_F16, kv, kv), "kvc_cache_append_device");
-      call(kvc_attend_device(cache, layer, layer == 1 && step ? n + 1 : n, KVC_DTYPE_F16, q, out, no_scores), "kvc_attend_device");
+      call(kvc_attend_device(cache, layer, n, KVC_DTYPE_F16, q, out, no_scores), "kvc_attend_device");
     }
   }
   if (end_prefill) call(kvc_cache_end_prefill(cache), "kvc_cache_end_prefill");
