@@ -105,7 +105,7 @@ kvc_status kvc_attend_device(kvc_cache* cache, uint32_t layer, uint32_t n_querie
     const uint64_t bytes = uint64_t(n_queries) * c.config().query_elements() * kvc::dtype_size(c.config().dtype);
     const kvc::View q_view = kvc::api::device_view(*cache->context, q, bytes, "q");
     const kvc::View out_view = kvc::api::device_view(*cache->context, out, bytes, "out");
-    // [num_kv_heads][slots]: the slots attention sees are the held ones (checked again by the cache).
+    // [num_kv_heads][slots]: per kv head, every slot the layer holds now.
     const uint64_t score_bytes = uint64_t(c.config().num_kv_heads) * c.layer(layer).slots_held * sizeof(float);
     const kvc::View scores_view = scores.buffer ? kvc::api::device_view(*cache->context, scores, score_bytes, "scores") : kvc::View{};
     c.attend_device(layer, n_queries, q_view, out_view, scores_view);

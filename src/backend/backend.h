@@ -157,4 +157,11 @@ struct View {
 
 inline View view(Tensor& tensor, size_t offset = 0) { return View{&tensor, offset}; }
 
+// `tensor`, replaced by a new one when it holds fewer than `bytes` (contents are not kept; the
+// old buffer lives on while recorded work uses it).
+inline Tensor& ensure(std::unique_ptr<Tensor>& tensor, Backend& backend, size_t bytes) {
+  if (!tensor || tensor->bytes() < bytes) tensor = std::make_unique<Tensor>(backend, bytes);
+  return *tensor;
+}
+
 }  // namespace kvc

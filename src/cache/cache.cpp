@@ -10,11 +10,6 @@
 namespace kvc {
 namespace {
 
-// Grows `tensor` to hold at least `bytes` (contents are not kept).
-Tensor& ensure(std::unique_ptr<Tensor>& tensor, Backend& backend, size_t bytes) {
-  if (!tensor || tensor->bytes() < bytes) tensor = std::make_unique<Tensor>(backend, bytes);
-  return *tensor;
-}
 
 void require_finite(const void* data, Dtype dtype, size_t count, const char* what) {
   const size_t bad = first_non_finite(data, dtype, count);

@@ -33,16 +33,6 @@ void EvictionPolicy::allocate(Cache& cache, uint32_t layer, LayerSteps& steps) c
     steps.score_counts = std::make_unique<Tensor>(cache.backend(), slots * sizeof(uint32_t));
 }
 
-namespace {
-
-// Grows `tensor` to hold at least `bytes` (contents are not kept).
-Tensor& ensure(std::unique_ptr<Tensor>& tensor, Backend& backend, size_t bytes) {
-  if (!tensor || tensor->bytes() < bytes) tensor = std::make_unique<Tensor>(backend, bytes);
-  return *tensor;
-}
-
-}  // namespace
-
 void EvictionPolicy::prefill_by_blocks(Cache& cache, uint32_t layer) {
   LayerState& state = cache.layer(layer);
   LayerSteps& steps = layers_[layer];
