@@ -10,7 +10,6 @@
 namespace kvc {
 namespace {
 
-
 void require_finite(const void* data, Dtype dtype, size_t count, const char* what) {
   const size_t bad = first_non_finite(data, dtype, count);
   if (bad < count) throw Error(KVC_ERROR_NOT_FINITE, std::string(what) + " holds NaN or Inf at element " + std::to_string(bad));
