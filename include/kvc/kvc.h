@@ -54,7 +54,7 @@ typedef enum kvc_status {
     KVC_ERROR_NOT_FINITE = 5,       /* input holds NaN or Inf */
     KVC_ERROR_BAD_STATE = 6,        /* calls out of order (attend before any append, ...) */
     KVC_ERROR_CAPACITY = 7,         /* the cache cannot hold what was asked */
-    KVC_ERROR_BUFFER_TOO_SMALL = 8, /* an output buffer is smaller than the data */
+    KVC_ERROR_BUFFER_TOO_SMALL = 8, /* a buffer or view is smaller than the data it must hold */
     KVC_ERROR_NO_VULKAN_LOADER = 9, /* libvulkan.so.1 could not be loaded */
     KVC_ERROR_NO_DEVICE = 10,       /* the loader found no usable Vulkan device */
     KVC_ERROR_VULKAN = 11,          /* a Vulkan call failed; the message names it */
