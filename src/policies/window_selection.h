@@ -41,7 +41,8 @@ struct LayerViews {
 class SelectionWorkspace {
  public:
   // Sizes the tensors for `shape`. Call it for every shape of a submission before recording
-  // any: a tensor replaced while commands that use it are recorded would be freed too early.
+  // any, so that running out of memory fails before anything is recorded (a tensor replaced
+  // later would be safe: the backend keeps its buffer until the recorded work is done).
   void reserve(Backend& backend, const SelectionShape& shape);
 
   // Records the whole step for one layer (the workspace reserved for its shape): scores, indicator, top-k, then the compaction of the
