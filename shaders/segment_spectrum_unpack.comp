@@ -12,6 +12,7 @@ layout(push_constant) uniform Push {
   uint transform_length;
   uint num_bins;
   uint num_heads;
+  float scale;
 } push;
 
 void main() {
@@ -26,8 +27,8 @@ void main() {
     const uint sequence = (head * pairs + pair) * push.transform_length;
     const vec2 z = work[sequence + k];
     const vec2 zc = work[sequence + mirror] * vec2(1.0, -1.0);
-    const vec2 a = 0.5 * (z + zc);
-    const vec2 d = 0.5 * (z - zc);
+    const vec2 a = (0.5 * push.scale) * (z + zc);
+    const vec2 d = (0.5 * push.scale) * (z - zc);
     const uint out_row = (head * push.num_bins + b) * HEAD_DIM + 2u * pair;
     spectrum[out_row] = a;
     spectrum[out_row + 1u] = vec2(d.y, -d.x);  // d / i

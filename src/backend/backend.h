@@ -44,6 +44,7 @@ enum class ScratchId : uint32_t {
   AppendKeys,    // a host append's K, staged on the device
   AppendValues,  // and its V
   SpectrumWork,  // packed sequences of a segment_spectrum transform
+  SpectralAttentionWork,  // spectral_attention's spectra, bin products and held share
   Count
 };
 

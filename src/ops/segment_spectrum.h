@@ -3,7 +3,7 @@
 //   X[h][b][d] = sum_{n < length} x[h][first_slot + n][d] e^{-2 pi i bins[b] (window_offset + n) / T}
 // with T = transform_length: the segment placed at window_offset in a zero-padded window of T
 // points. FAEDKV (its eq. 10: the prompt's middle segment, T = its length) and FourierAttention
-// (eq. 4: the first N bins of a length-T DFT) start from it. Unnormalised, no scale.
+// (eq. 4: the first N bins of a length-T DFT) start from it; every output is times `scale`.
 // Vulkan: two head dims packed as one complex sequence (re = dim 2j, im = dim 2j + 1), one
 // VkFFT of length T for all of them, and the two real spectra separated at the chosen bins
 // (X_a[k] = (Z[k] + conj Z[T-k]) / 2, X_b[k] = (Z[k] - conj Z[T-k]) / 2i), so a real
@@ -27,6 +27,7 @@ struct SegmentSpectrumShape {
   uint32_t window_offset = 0;
   uint32_t num_bins = 0;          // >= 1, each bin < T
   Dtype dtype = Dtype::F32;       // of states
+  float scale = 1.0f;             // FAEDKV's state is a mean: 1 / M
 };
 
 struct SegmentSpectrumArgs {

@@ -34,8 +34,8 @@ void segment_spectrum_cpu(const SegmentSpectrumShape& shape, const SegmentSpectr
       }
       float* out = spectrum + (size_t(head) * shape.num_bins + b) * shape.head_dim * 2;
       for (uint32_t d = 0; d < shape.head_dim; ++d) {
-        out[2 * d] = float(re[d]);
-        out[2 * d + 1] = float(im[d]);
+        out[2 * d] = float(re[d] * shape.scale);
+        out[2 * d + 1] = float(im[d] * shape.scale);
       }
     }
 }

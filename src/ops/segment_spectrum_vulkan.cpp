@@ -16,6 +16,7 @@ struct PackPush {
 
 struct UnpackPush {
   uint32_t transform_length, num_bins, num_heads;
+  float scale;
 };
 
 }  // namespace
@@ -31,7 +32,7 @@ void segment_spectrum_vulkan(Backend& backend, const SegmentSpectrumShape& shape
                     {slice(args.states), work.slice(0, work.bytes())}, &pack,
                     std::min(group_count_unbounded(uint64_t(sequences) * shape.transform_length, kWorkgroupSize), kMaxGroups));
   plan.record(recorder, work.slice(0, segment_spectrum_work_bytes(shape)), false);
-  const UnpackPush unpack{shape.transform_length, shape.num_bins, shape.num_heads};
+  const UnpackPush unpack{shape.transform_length, shape.num_bins, shape.num_heads, shape.scale};
   recorder.dispatch({"segment_spectrum_unpack", 3, sizeof(UnpackPush), {kWorkgroupSize, shape.head_dim}},
                     {work.slice(0, work.bytes()), slice(args.bins), slice(args.spectrum)}, &unpack,
                     std::min(group_count_unbounded(uint64_t(sequences) * shape.num_bins, kWorkgroupSize), kMaxGroups));
