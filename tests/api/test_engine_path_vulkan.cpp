@@ -51,14 +51,14 @@ void check_against_cpu(const kvc_cache_desc& desc, const test::ChunkReport& repo
 }
 
 // The caches at the end of the stream: the Vulkan paths' bit for bit, and the CPU's the same
-// bytes, or under FREQKV the same positions and K/V within the compression's rounding.
+// bytes, or under FREQKV and FAEDKV the same positions and K/V within the transform's rounding.
 void check_final_caches(const test::PolicyCase& c, const kvc_cache_desc& desc, const std::vector<std::vector<test::LayerSnapshot>>& snapshots) {
   const Dtype storage = static_cast<Dtype>(desc.dtype);
   for (uint32_t layer = 0; layer < desc.num_layers; ++layer) {
     INFO("final cache, layer ", layer);
     for (size_t f = 2; f < snapshots.size(); ++f) CHECK(snapshots[f][layer] == snapshots[1][layer]);
     const test::LayerSnapshot &on_gpu = snapshots[1][layer], &on_cpu = snapshots[0][layer];
-    if (c.policy != KVC_POLICY_FREQKV) {
+    if (!test::transforms_cache(c.policy)) {
       CHECK(on_gpu == on_cpu);
       continue;
     }
