@@ -1,6 +1,6 @@
 #version 450
-// Spectral attention, pass 1 (ops/spectral_attention.h): per query, query head and stored bin,
-// the product of the bin's key state with the query, S_K[b] . q (complex).
+// Spectral attention, the bin products: item (stored bin, kv head, query) forms S_K[b] . q for
+// every query head of the kv head's group, reading the bin's key state once for all of them.
 #extension GL_GOOGLE_include_directive : require
 #include "elements.glsl"
 
@@ -14,20 +14,29 @@ layout(binding = 2) writeonly buffer Products { vec2 products[]; };     // [num_
 
 layout(push_constant) uniform Push {
   uint num_bins;
-  uint rows;  // num_queries * num_q_heads
-  uint num_q_heads;
+  uint num_queries;
+  uint num_kv_heads;
   uint group;  // query heads per kv head
 } push;
 
 void main() {
-  const uint items = push.rows * push.num_bins;
+  const uint items = push.num_bins * push.num_kv_heads * push.num_queries;
   for (uint item = gl_GlobalInvocationID.x; item < items; item += gl_NumWorkGroups.x * gl_WorkGroupSize.x) {
     const uint bin = item % push.num_bins;
-    const uint row = item / push.num_bins;
-    const uint kv_head = (row % push.num_q_heads) / push.group;
+    const uint kv_head = (item / push.num_bins) % push.num_kv_heads;
+    const uint query = item / (push.num_bins * push.num_kv_heads);
     const uint state = (kv_head * push.num_bins + bin) * HEAD_DIM;
-    vec2 sum = vec2(0.0);
-    for (uint d = 0; d < HEAD_DIM; ++d) sum += key_states[state + d] * KVC_LOAD_ELEMENT(q_words, Q_F16, row * HEAD_DIM + d);
-    products[item] = sum;
+    // The group's heads in blocks the registers hold.
+    for (uint first = 0; first < push.group; first += KVC_MAX_GROUP_BLOCK) {
+      const uint heads = min(KVC_MAX_GROUP_BLOCK, push.group - first);
+      vec2 sums[KVC_MAX_GROUP_BLOCK];
+      for (uint g = 0; g < KVC_MAX_GROUP_BLOCK; ++g) sums[g] = vec2(0.0);
+      const uint row0 = query * push.num_kv_heads * push.group + kv_head * push.group + first;
+      for (uint d = 0; d < HEAD_DIM; ++d) {
+        const vec2 s = key_states[state + d];
+        for (uint g = 0; g < heads; ++g) sums[g] += s * KVC_LOAD_ELEMENT(q_words, Q_F16, (row0 + g) * HEAD_DIM + d);
+      }
+      for (uint g = 0; g < heads; ++g) products[(row0 + g) * push.num_bins + bin] = sums[g];
+    }
   }
 }

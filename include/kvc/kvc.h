@@ -282,6 +282,17 @@ typedef struct kvc_faedkv_params {
  * lowest-frequency chunks (what NULL policy_params means). */
 KVC_API kvc_faedkv_params kvc_faedkv_params_default(void);
 
+/* FAEDKV's frequency ablation (sec. 3.2, eq. 6), for choosing chunk_importance or chunk_keep:
+ * copies `layer` of a cache that holds its tokens whole (any policy before it compresses, e.g.
+ * FULL after a prompt) as kvc_cache_read does, with the middle segment (after params->sinks,
+ * before the last params->recent_window tokens) replaced by its inverse DFT with chunk
+ * `pruned_chunk` of params->chunks zeroed, with its mirror bins. Running the model on it and
+ * measuring perplexity gives Delta_{l,c} of eq. 7 (README). params NULL: the defaults. Runs on
+ * the host in O(M^2 / C * head_dim) per kv head. Fails with KVC_ERROR_BAD_STATE when the layer
+ * holds fewer than sinks + recent_window + chunks tokens. */
+KVC_API kvc_status kvc_faedkv_ablate(kvc_cache* cache, uint32_t layer, const kvc_faedkv_params* params,
+                                     uint32_t pruned_chunk, uint32_t max_slots, kvc_dtype dtype, void* k, void* v);
+
 /* Fills a descriptor with defaults (f32, FULL policy, no RoPE, theta 10000); the shape and
  * capacity are left 0 for the caller to set. */
 KVC_API kvc_cache_desc kvc_cache_desc_default(void);

@@ -3,6 +3,7 @@
 
 #include "api/buffer_view.h"
 #include "api/handles.h"
+#include "policies/faedkv.h"
 #include "policies/observation_window.h"
 
 using kvc::api::guarded;
@@ -127,6 +128,25 @@ kvc_status kvc_cache_read(kvc_cache* cache, uint32_t layer, uint32_t max_slots, 
     require_dtype(c, dtype);
     kvc::api::require_no_step(*cache->context, "kvc_cache_read");
     c.read(layer, max_slots, k, v, positions);
+  });
+}
+
+kvc_status kvc_faedkv_ablate(kvc_cache* cache, uint32_t layer, const kvc_faedkv_params* params, uint32_t pruned_chunk,
+                             uint32_t max_slots, kvc_dtype dtype, void* k, void* v) {
+  return with_cache(cache, [&](kvc::Cache& c) {
+    require_dtype(c, dtype);
+    kvc::api::require_no_step(*cache->context, "kvc_faedkv_ablate");
+    kvc::require(layer < c.config().num_layers, KVC_ERROR_OUT_OF_RANGE,
+                 "layer " + std::to_string(layer) + " is past the cache's " + std::to_string(c.config().num_layers) + " layers");
+    const uint32_t slots = c.layer(layer).slots_held;
+    kvc::require(max_slots >= slots, KVC_ERROR_BUFFER_TOO_SMALL,
+                 "max_slots is " + std::to_string(max_slots) + " but layer " + std::to_string(layer) + " holds " + std::to_string(slots));
+    kvc_faedkv_params given = kvc_faedkv_params_default();
+    if (params) {
+      kvc::api::require_struct_size(params->struct_size, sizeof(kvc_faedkv_params), "kvc_faedkv_params");
+      given = *params;
+    }
+    kvc::faedkv_ablate(c, layer, given, pruned_chunk, k, v);
   });
 }
 

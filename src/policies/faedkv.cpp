@@ -88,6 +88,45 @@ std::unique_ptr<Policy> make_faedkv_policy(const CacheConfig& config) {
   return std::make_unique<FaedKvPolicy>(config, params, std::move(kept));
 }
 
+void faedkv_ablate(Cache& cache, uint32_t layer_index, const kvc_faedkv_params& params, uint32_t pruned_chunk, void* k, void* v) {
+  const CacheConfig& config = cache.config();
+  require(params.chunks >= 1 && params.chunks <= kMaxChunks, KVC_ERROR_INVALID_ARGUMENT,
+          "kvc_faedkv_params.chunks is " + std::to_string(params.chunks) + "; it must lie in 1.." + std::to_string(kMaxChunks));
+  require(pruned_chunk < params.chunks, KVC_ERROR_OUT_OF_RANGE,
+          "pruned_chunk is " + std::to_string(pruned_chunk) + "; the spectrum has " + std::to_string(params.chunks) + " chunks");
+  const uint32_t slots = cache.layer(layer_index).slots_held;
+  require(uint64_t(slots) >= uint64_t(params.sinks) + params.recent_window + params.chunks, KVC_ERROR_BAD_STATE,
+          "layer " + std::to_string(layer_index) + " holds " + std::to_string(slots) +
+              " tokens; the ablation needs at least sinks + recent_window + chunks");
+  const uint32_t heads = config.num_kv_heads, dim = config.head_dim, segment = slots - params.sinks - params.recent_window;
+  cache.read(layer_index, slots, k, v, nullptr);
+  // The pruned chunk's bins, each stored once for itself and its mirror (as the policy stores them).
+  std::set<uint32_t> pruned;
+  for (uint64_t bin = uint64_t(pruned_chunk) * segment / params.chunks; bin < uint64_t(pruned_chunk + 1) * segment / params.chunks; ++bin)
+    pruned.insert(uint32_t(std::min<uint64_t>(bin, segment - bin)));
+  const std::vector<uint32_t> bins(pruned.begin(), pruned.end());
+  std::unique_ptr<Backend> host = Backend::make_cpu();
+  const size_t elements = size_t(heads) * slots * dim;
+  Tensor rows(*host, elements * 4), bin_table(*host, bins.size() * 4), spectrum(*host, size_t(heads) * bins.size() * dim * 8);
+  std::memcpy(bin_table.host(), bins.data(), bins.size() * 4);
+  for (void* states : {k, v}) {
+    if (!states) continue;
+    float* values = static_cast<float*>(rows.host());
+    for (size_t i = 0; i < elements; ++i) values[i] = load_element(states, config.dtype, i);
+    // x without the chunk = x minus what the chunk's bins contribute to eq. 5's inverse DFT.
+    const ops::SegmentSpectrumShape transform{heads, dim, slots, params.sinks, segment, segment, 0, uint32_t(bins.size()), Dtype::F32,
+                                              1.0f / float(segment)};
+    ops::segment_spectrum_cpu(transform, {view(rows), view(bin_table), view(spectrum)});
+    const std::vector<float> band = ops::spectral_reconstruct_cpu(heads, dim, segment, bins, static_cast<const float*>(spectrum.host()));
+    for (uint32_t head = 0; head < heads; ++head)
+      for (uint32_t n = 0; n < segment; ++n)
+        for (uint32_t d = 0; d < dim; ++d) {
+          const size_t at = (size_t(head) * slots + params.sinks + n) * dim + d;
+          store_element(states, config.dtype, at, values[at] - band[(size_t(head) * segment + n) * dim + d]);
+        }
+  }
+}
+
 FaedKvPolicy::FaedKvPolicy(const CacheConfig& config, const kvc_faedkv_params& params, std::vector<std::vector<bool>> kept_chunks)
     : capacity_(config.capacity),
       sinks_(params.sinks),
@@ -169,11 +208,10 @@ void FaedKvPolicy::transform_prompt(Cache& cache, uint32_t layer_index) {
   const uint32_t num_bins = uint32_t(spectrum.bins.size());
   spectrum.bin_table = std::make_unique<Tensor>(backend, size_t(num_bins) * 4);
   backend.upload(spectrum.bins.data(), size_t(num_bins) * 4, *spectrum.bin_table, 0);
-  if (!backend.is_cpu()) {
-    const std::vector<uint32_t> map = ops::spectral_bin_map(spectrum.bins, segment);
-    spectrum.bin_map = std::make_unique<Tensor>(backend, map.size() * 4);
-    backend.upload(map.data(), map.size() * 4, *spectrum.bin_map, 0);
-  }
+  // The Vulkan route's table; kept on the CPU too, so both backends report the same bytes.
+  const std::vector<uint32_t> map = ops::spectral_bin_map(spectrum.bins, segment);
+  spectrum.bin_map = std::make_unique<Tensor>(backend, map.size() * 4);
+  backend.upload(map.data(), map.size() * 4, *spectrum.bin_map, 0);
   const size_t state_bytes = size_t(config_.num_kv_heads) * num_bins * config_.head_dim * 8;
   spectrum.key_states = std::make_unique<Tensor>(backend, state_bytes);
   spectrum.value_states = std::make_unique<Tensor>(backend, state_bytes);
@@ -236,7 +274,7 @@ bool FaedKvPolicy::record_attention(Cache& cache, uint32_t layer_index, uint32_t
   shape.dtype = config_.dtype;
   ops::spectral_attention(cache.backend(), shape,
                           {q, view(*layer.k), view(*layer.v), view(*layer.positions), view(*spectrum.bin_table),
-                           spectrum.bin_map ? view(*spectrum.bin_map) : View{}, view(*spectrum.key_states), view(*spectrum.value_states),
+                           view(*spectrum.bin_map), view(*spectrum.key_states), view(*spectrum.value_states),
                            out});
   return true;
 }
@@ -295,7 +333,7 @@ bool FaedKvPolicy::read(Cache& cache, uint32_t layer_index, void* k, void* v, in
 size_t FaedKvPolicy::device_bytes_held() const {
   size_t total = sink_indices_ ? sink_indices_->bytes() : 0;
   for (const LayerSpectrum& spectrum : spectra_)
-    total += spectrum.bin_table->bytes() + (spectrum.bin_map ? spectrum.bin_map->bytes() : 0) + spectrum.key_states->bytes() +
+    total += spectrum.bin_table->bytes() + spectrum.bin_map->bytes() + spectrum.key_states->bytes() +
              spectrum.value_states->bytes();
   return total;
 }

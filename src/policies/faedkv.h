@@ -42,7 +42,7 @@ class FaedKvPolicy : public Policy {
   struct LayerSpectrum {
     std::vector<uint32_t> bins;
     std::unique_ptr<Tensor> bin_table;  // uint32 [bins]
-    std::unique_ptr<Tensor> bin_map;    // ops::spectral_bin_map (Vulkan)
+    std::unique_ptr<Tensor> bin_map;    // ops::spectral_bin_map
     std::unique_ptr<Tensor> key_states, value_states;  // f32 (re, im) [num_kv_heads][bins][head_dim]
     uint32_t segment_length = 0;        // M
     uint64_t folded = 0;                // N: tokens in the state (M after the prompt)
@@ -60,6 +60,9 @@ class FaedKvPolicy : public Policy {
   std::vector<LayerSpectrum> spectra_;  // empty until the prompt ends
   std::unique_ptr<Tensor> sink_indices_;  // uint32 [num_kv_heads][sinks]: 0 .. S-1, for ops::compact
 };
+
+// kvc_faedkv_ablate: `layer` read whole, its middle segment without chunk `pruned_chunk` (eq. 6).
+void faedkv_ablate(Cache& cache, uint32_t layer, const kvc_faedkv_params& params, uint32_t pruned_chunk, void* k, void* v);
 
 // The parameters config.policy_params points to (NULL: the paper's), checked, and the chunks
 // each layer keeps; throws KVC_ERROR_INVALID_ARGUMENT or _UNSUPPORTED naming the field.

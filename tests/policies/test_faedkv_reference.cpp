@@ -294,12 +294,59 @@ TEST_CASE("FAEDKV holds its sinks, window and kept bins after the prompt, and th
   CHECK(M == 39);
   const uint64_t expected = (params.sinks + params.recent_window) * stats.bytes_per_slot  // the time-domain slots
                             + 2 * kKvHeads * bins * kDim * 8                            // K and V states, complex f32
-                            + bins * 4 + kKvHeads * params.sinks * 4;                   // bin table, sink indices
+                            + bins * 4 + M * 4 + kKvHeads * params.sinks * 4;           // bin table and map, sink indices
   CHECK(stats.device_bytes_held == expected);
   CHECK(stats.slots_held == params.sinks + params.recent_window);
   REQUIRE(kvc_cache_reset(cache.get()) == KVC_OK);
   REQUIRE(kvc_cache_stats_get(cache.get(), &stats) == KVC_OK);
   CHECK(stats.device_bytes_held == uint64_t(kCapacity) * stats.bytes_per_slot + kKvHeads * params.sinks * 4);
+}
+
+}  // namespace kvc
+
+namespace kvc {
+
+TEST_CASE("kvc_faedkv_ablate returns the layer with one chunk of its middle's spectrum zeroed (eq. 6)") {
+  test::ContextPtr context = test::make_context(KVC_BACKEND_CPU);
+  kvc_cache_desc desc = faedkv_desc(nullptr);
+  desc.policy = KVC_POLICY_FULL;
+  test::CachePtr cache = test::make_cache(context.get(), desc);
+  const uint32_t prompt = 40;
+  std::vector<float> k = test::random_floats(size_t(prompt) * kKvHeads * kDim), v = test::random_floats(k.size());
+  REQUIRE(kvc_cache_append(cache.get(), 0, prompt, KVC_DTYPE_F32, k.data(), v.data()) == KVC_OK);
+  kvc_faedkv_params params = small_params();  // M = 40 - 3 - 5 = 32 bins in 6 chunks
+  const uint32_t M = prompt - params.sinks - params.recent_window;
+  for (uint32_t chunk : {0u, 2u, 5u}) {
+    std::vector<float> ablated_k(k.size()), ablated_v(v.size());
+    REQUIRE(kvc_faedkv_ablate(cache.get(), 0, &params, chunk, prompt, KVC_DTYPE_F32, ablated_k.data(), ablated_v.data()) == KVC_OK);
+    std::set<uint32_t> pruned;
+    for (uint32_t bin = chunk * M / params.chunks; bin < (chunk + 1) * M / params.chunks; ++bin) pruned.insert(bin), pruned.insert((M - bin) % M);
+    for (auto [given, ablated] : {std::pair{&k, &ablated_k}, {&v, &ablated_v}})
+      for (uint32_t head = 0; head < kKvHeads; ++head)
+        for (uint32_t d = 0; d < kDim; ++d) {
+          const auto token = [&](uint32_t t) { return double((*given)[(size_t(t) * kKvHeads + head) * kDim + d]); };
+          std::vector<Complex> X(M);
+          for (uint32_t bin = 0; bin < M; ++bin)
+            if (!pruned.count(bin))
+              for (uint32_t n = 0; n < M; ++n) X[bin] += token(params.sinks + n) * std::polar(1.0, -2 * M_PI * double(bin * n % M) / M);
+          for (uint32_t slot = 0; slot < prompt; ++slot) {
+            double expected = token(slot);
+            if (slot >= params.sinks && slot < params.sinks + M) {
+              Complex x = 0;
+              for (uint32_t bin = 0; bin < M; ++bin) x += X[bin] * std::polar(1.0, 2 * M_PI * double(bin * (slot - params.sinks) % M) / M);
+              expected = x.real() / M;
+            }
+            INFO("chunk ", chunk, " head ", head, " slot ", slot, " dim ", d);
+            // kvc_cache_read's layout: [kv head][slot][dim].
+            CHECK((*ablated)[(size_t(head) * prompt + slot) * kDim + d] == doctest::Approx(expected).scale(1).epsilon(1e-5));
+          }
+        }
+  }
+  std::vector<float> spare(k.size());
+  CHECK(kvc_faedkv_ablate(cache.get(), 0, &params, params.chunks, prompt, KVC_DTYPE_F32, spare.data(), nullptr) == KVC_ERROR_OUT_OF_RANGE);
+  CHECK(kvc_faedkv_ablate(cache.get(), 0, &params, 0, prompt - 1, KVC_DTYPE_F32, spare.data(), nullptr) == KVC_ERROR_BUFFER_TOO_SMALL);
+  params.chunks = 33;  // S + R + C = 41 > 40 tokens held
+  CHECK(kvc_faedkv_ablate(cache.get(), 0, &params, 0, prompt, KVC_DTYPE_F32, spare.data(), nullptr) == KVC_ERROR_BAD_STATE);
 }
 
 }  // namespace kvc
