@@ -3,12 +3,12 @@
 // the public C API, beside the GPU time of the same work, for each way of driving libkvc
 // (EnginePath: host arrays, device buffers, one step per token).
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <string>
 
 #include "bench_rows.h"
 #include "engine_session.h"
+#include "policies/faedkv.h"
 
 namespace kvc::bench {
 namespace {
@@ -53,6 +53,13 @@ constexpr Policy kFaedKv{KVC_POLICY_FAEDKV, "faedkv", "L"};
 // FAEDKV at its paper's defaults (S = 10, R = 50, C = 22) and the r = 0.125 (3 chunks).
 kvc_faedkv_params faedkv_params() { return kvc_faedkv_params_default(); }
 
+// The complex f32 bins FAEDKV stores per layer and kv head for a prompt of `prompt` tokens.
+double faedkv_bins(uint32_t prompt) {
+  const kvc_faedkv_params params = faedkv_params();
+  return double(faedkv_stored_bins(faedkv_default_chunks(params.chunks, params.retain_ratio),
+                                   prompt - params.sinks - params.recent_window).size());
+}
+
 std::string shape_text(const Policy& policy, uint32_t length, uint32_t n, const EngineShape& shape, EnginePath path) {
   return std::string(policy.name) + " " + policy.length_name + "=" + std::to_string(length) + " n=" + std::to_string(n) +
          " layers=" + std::to_string(shape.layers) + " qh=" + std::to_string(shape.q_heads) + " kvh=" +
@@ -60,11 +67,15 @@ std::string shape_text(const Policy& policy, uint32_t length, uint32_t n, const 
 }
 
 // Every layer reads K and V of `length` slots once, writes n new tokens' K and V, reads Q and
-// writes O of n queries (f16).
-double bytes_moved(const EngineShape& shape, uint32_t length, uint32_t n) {
-  return shape.layers * 2.0 *
-         (2.0 * shape.kv_heads * length * shape.head_dim + 2.0 * n * shape.kv_heads * shape.head_dim +
-          2.0 * n * shape.q_heads * shape.head_dim);
+// writes O of n queries (f16). FAEDKV reads its sinks and window and its K and V bins instead.
+double bytes_moved(const EngineShape& shape, uint32_t length, uint32_t n, kvc_policy policy = KVC_POLICY_FULL) {
+  double held = 2.0 * shape.kv_heads * length * shape.head_dim;
+  if (policy == KVC_POLICY_FAEDKV) {
+    const kvc_faedkv_params params = faedkv_params();
+    held = 2.0 * shape.kv_heads * (params.sinks + params.recent_window) * shape.head_dim +
+           8.0 * shape.kv_heads * faedkv_bins(length - 1) * shape.head_dim;
+  }
+  return shape.layers * 2.0 * (held + 2.0 * n * shape.kv_heads * shape.head_dim + 2.0 * n * shape.q_heads * shape.head_dim);
 }
 
 // Times `measure` into a row; a libkvc call that fails skips the row with its status and message
@@ -135,7 +146,7 @@ void add_decode_rows(EngineSession& session, const EngineSizes& sizes, Report& r
       if (policy.policy == KVC_POLICY_FAEDKV && length != sizes.decode_lengths[sizes.decode_lengths.size() / 2]) continue;
       for (EnginePath path : kPaths)
         add_row(report, session, "engine_decode", shape_text(policy, length, 1, sizes.shape, path),
-                bytes_moved(sizes.shape, length, 1), [&] {
+                bytes_moved(sizes.shape, length, 1, policy.policy), [&] {
                   CachePtr cache = decode_cache(session, policy, length, sizes.decode_repetitions);
                   return median_wall_us(sizes.decode_repetitions, nullptr,
                                         [&] { return session.run_step(cache.get(), path, 1, false); });
@@ -171,8 +182,7 @@ void add_end_prefill_rows(EngineSession& session, const EngineSizes& sizes, Repo
   const kvc_faedkv_params params = faedkv_params();
   const EngineShape& shape = sizes.shape;
   const double segment = length - params.sinks - params.recent_window;
-  const double kept_bins = std::ceil(segment * 3 / params.chunks / 2) + 1;  // 3 chunks of 22 at r = 0.125, stored once per mirror pair
-  const double bytes = shape.layers * 2.0 * shape.kv_heads * shape.head_dim * (2.0 * segment + 8.0 * kept_bins);
+  const double bytes = shape.layers * 2.0 * shape.kv_heads * shape.head_dim * (2.0 * segment + 8.0 * faedkv_bins(length));
   add_row(report, session, "engine_end_prefill", shape_text(kFaedKv, length, 0, shape, EnginePath::Device), bytes, [&] {
     CachePtr cache = session.create_cache(KVC_POLICY_FAEDKV, length, &params);
     return median_wall_us(sizes.prefill_repetitions, [&] { session.refill(cache.get(), length); },

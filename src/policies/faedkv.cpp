@@ -32,6 +32,25 @@ std::vector<bool> lowest_frequency_chunks(uint32_t chunks, uint32_t kept) {
   return keep;
 }
 
+}  // namespace
+
+std::vector<bool> faedkv_default_chunks(uint32_t chunks, float retain_ratio) {
+  return lowest_frequency_chunks(chunks, chunks_kept(retain_ratio, chunks));
+}
+
+std::vector<uint32_t> faedkv_stored_bins(const std::vector<bool>& kept_chunks, uint32_t segment_length) {
+  const uint64_t chunks = kept_chunks.size();
+  std::set<uint32_t> bins;
+  for (uint64_t c = 0; c < chunks; ++c) {
+    if (!kept_chunks[c]) continue;
+    for (uint64_t k = c * segment_length / chunks; k < (c + 1) * segment_length / chunks; ++k)
+      bins.insert(uint32_t(std::min<uint64_t>(k, segment_length - k)));
+  }
+  return {bins.begin(), bins.end()};
+}
+
+namespace {
+
 std::vector<bool> most_important_chunks(const float* importance, uint32_t chunks, uint32_t kept) {
   std::vector<uint32_t> order(chunks);
   std::iota(order.begin(), order.end(), 0u);
@@ -82,7 +101,7 @@ std::unique_ptr<Policy> make_faedkv_policy(const CacheConfig& config) {
                 "kvc_faedkv_params.chunk_importance of layer " + std::to_string(layer) + ", chunk " + std::to_string(c) + " is not finite");
       kept[layer] = most_important_chunks(row, params.chunks, chunks_kept(params.retain_ratio, params.chunks));
     } else {
-      kept[layer] = lowest_frequency_chunks(params.chunks, chunks_kept(params.retain_ratio, params.chunks));
+      kept[layer] = faedkv_default_chunks(params.chunks, params.retain_ratio);
     }
   }
   return std::make_unique<FaedKvPolicy>(config, params, std::move(kept));
@@ -156,16 +175,6 @@ int32_t FaedKvPolicy::position_for_slot(const Cache&, uint32_t, uint32_t, uint64
   return static_cast<int32_t>(token_index);
 }
 
-std::vector<uint32_t> FaedKvPolicy::stored_bins(uint32_t layer, uint32_t segment_length) const {
-  std::set<uint32_t> bins;
-  for (uint32_t c = 0; c < chunks_; ++c) {
-    if (!kept_chunks_[layer][c]) continue;
-    const uint64_t first = uint64_t(c) * segment_length / chunks_, end = uint64_t(c + 1) * segment_length / chunks_;
-    for (uint64_t k = first; k < end; ++k) bins.insert(uint32_t(std::min<uint64_t>(k, segment_length - k)));
-  }
-  return {bins.begin(), bins.end()};
-}
-
 void FaedKvPolicy::end_prefill(Cache& cache) {
   require(spectra_.empty(), KVC_ERROR_BAD_STATE, "kvc_cache_end_prefill was already called; reset the cache to start a new prompt");
   for (uint32_t layer = 0; layer < config_.num_layers; ++layer) {
@@ -204,7 +213,7 @@ void FaedKvPolicy::transform_prompt(Cache& cache, uint32_t layer_index) {
   spectrum.segment_length = segment;
   spectrum.folded = segment;
   spectrum.ring_start = 0;
-  spectrum.bins = stored_bins(layer_index, segment);
+  spectrum.bins = faedkv_stored_bins(kept_chunks_[layer_index], segment);
   const uint32_t num_bins = uint32_t(spectrum.bins.size());
   spectrum.bin_table = std::make_unique<Tensor>(backend, size_t(num_bins) * 4);
   backend.upload(spectrum.bins.data(), size_t(num_bins) * 4, *spectrum.bin_table, 0);

@@ -35,9 +35,6 @@ class FaedKvPolicy : public Policy {
   size_t device_bytes_held() const override;
   void on_reset() override;
 
-  // The stored bins (each k <= M/2 standing for k and M - k) of `layer` for a segment of M.
-  std::vector<uint32_t> stored_bins(uint32_t layer, uint32_t segment_length) const;
-
  private:
   struct LayerSpectrum {
     std::vector<uint32_t> bins;
@@ -60,6 +57,11 @@ class FaedKvPolicy : public Policy {
   std::vector<LayerSpectrum> spectra_;  // empty until the prompt ends
   std::unique_ptr<Tensor> sink_indices_;  // uint32 [num_kv_heads][sinks]: 0 .. S-1, for ops::compact
 };
+
+// The chunks kept without a table: the lowest frequencies, max(1, round(r C)) of them.
+std::vector<bool> faedkv_default_chunks(uint32_t chunks, float retain_ratio);
+// The bins stored for the kept chunks of a segment of M (each k <= M/2 standing for k and M - k).
+std::vector<uint32_t> faedkv_stored_bins(const std::vector<bool>& kept_chunks, uint32_t segment_length);
 
 // kvc_faedkv_ablate: `layer` read whole, its middle segment without chunk `pruned_chunk` (eq. 6).
 void faedkv_ablate(Cache& cache, uint32_t layer, const kvc_faedkv_params& params, uint32_t pruned_chunk, void* k, void* v);
