@@ -17,6 +17,7 @@ layout(push_constant) uniform Push {
   uint num_tokens;
   uint num_kv_heads;
   int first_position;
+  uint source_token;
 } push;
 
 void main() {
@@ -30,7 +31,7 @@ void main() {
     if (word == ROW_WORDS) {
       positions[to] = push.first_position + int(token);
     } else {
-      const uint from = (token * push.num_kv_heads + kv_head) * ROW_WORDS + word;
+      const uint from = ((push.source_token + token) * push.num_kv_heads + kv_head) * ROW_WORDS + word;
       k_cache[to * ROW_WORDS + word] = k_words[from];
       v_cache[to * ROW_WORDS + word] = v_words[from];
     }

@@ -1,6 +1,7 @@
 #version 450
-// Spectral attention, the bin products: item (stored bin, kv head, query) forms S_K[b] . q for
-// every query head of the kv head's group, reading the bin's key state once for all of them.
+// Spectral attention, the bin products: item (stored bin, kv head) forms S_K[b] . q of query
+// first_query for every query head of the kv head's group, reading the bin's key state once
+// for all of them.
 #extension GL_GOOGLE_include_directive : require
 #include "elements.glsl"
 
@@ -10,31 +11,31 @@ layout(constant_id = 2) const bool Q_F16 = false;
 
 layout(binding = 0) readonly buffer Queries { uint q_words[]; };        // [num_queries][num_q_heads][HEAD_DIM]
 layout(binding = 1) readonly buffer KeyStates { vec2 key_states[]; };   // [num_kv_heads][num_bins][HEAD_DIM]
-layout(binding = 2) writeonly buffer Products { vec2 products[]; };     // [num_queries][num_q_heads][num_bins]
+layout(binding = 2) writeonly buffer Products { vec2 products[]; };     // [num_q_heads][num_bins]
 
 layout(push_constant) uniform Push {
   uint num_bins;
-  uint num_queries;
+  uint first_query;
   uint num_kv_heads;
   uint group;  // query heads per kv head
 } push;
 
 void main() {
-  const uint items = push.num_bins * push.num_kv_heads * push.num_queries;
+  const uint items = push.num_bins * push.num_kv_heads;
   for (uint item = gl_GlobalInvocationID.x; item < items; item += gl_NumWorkGroups.x * gl_WorkGroupSize.x) {
     const uint bin = item % push.num_bins;
-    const uint kv_head = (item / push.num_bins) % push.num_kv_heads;
-    const uint query = item / (push.num_bins * push.num_kv_heads);
+    const uint kv_head = item / push.num_bins;
     const uint state = (kv_head * push.num_bins + bin) * HEAD_DIM;
     // The group's heads in blocks the registers hold.
     for (uint first = 0; first < push.group; first += KVC_MAX_GROUP_BLOCK) {
       const uint heads = min(KVC_MAX_GROUP_BLOCK, push.group - first);
       vec2 sums[KVC_MAX_GROUP_BLOCK];
       for (uint g = 0; g < KVC_MAX_GROUP_BLOCK; ++g) sums[g] = vec2(0.0);
-      const uint row0 = query * push.num_kv_heads * push.group + kv_head * push.group + first;
+      const uint row0 = kv_head * push.group + first;
+      const uint q_row0 = push.first_query * push.num_kv_heads * push.group + row0;
       for (uint d = 0; d < HEAD_DIM; ++d) {
         const vec2 s = key_states[state + d];
-        for (uint g = 0; g < heads; ++g) sums[g] += s * KVC_LOAD_ELEMENT(q_words, Q_F16, (row0 + g) * HEAD_DIM + d);
+        for (uint g = 0; g < heads; ++g) sums[g] += s * KVC_LOAD_ELEMENT(q_words, Q_F16, (q_row0 + g) * HEAD_DIM + d);
       }
       for (uint g = 0; g < heads; ++g) products[(row0 + g) * push.num_bins + bin] = sums[g];
     }

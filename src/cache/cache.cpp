@@ -128,14 +128,14 @@ void Cache::record_append(uint32_t layer_index, uint32_t n_tokens, View k, View 
   ops::append_rows(backend_, shape, {k, v, view(*layer.k), view(*layer.v), view(*layer.positions)});
   uint32_t end_slot = shape.first_slot + shape.num_tokens;
   if (n_tokens > shape.num_tokens) {  // the rest of a chunk that wraps around a ring
-    const size_t offset = size_t(shape.num_tokens) * config_.token_elements() * dtype_size(config_.dtype);
     shape.first_position += int32_t(shape.num_tokens);
+    shape.source_token = shape.num_tokens;
     shape.first_slot = placement.wrap_slot;
     shape.num_tokens = n_tokens - shape.num_tokens;
-    ops::append_rows(backend_, shape, {View{k.tensor, k.offset + offset}, View{v.tensor, v.offset + offset}, view(*layer.k),
-                                       view(*layer.v), view(*layer.positions)});
+    ops::append_rows(backend_, shape, {k, v, view(*layer.k), view(*layer.v), view(*layer.positions)});
     end_slot = std::max(end_slot, shape.first_slot + shape.num_tokens);
   }
+  policy_->appended(*this, layer_index, n_tokens);
   layer.slots_held = std::max(layer.slots_held, end_slot);
   layer.last_append = n_tokens;
   layer.tokens_seen += n_tokens;

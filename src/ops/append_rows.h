@@ -20,10 +20,11 @@ struct AppendRowsShape {
   uint32_t num_tokens = 0;   // first_slot + num_tokens <= slot_stride
   int32_t first_position = 0;
   Dtype dtype = Dtype::F32;
+  uint32_t source_token = 0;  // tokens of k and v before the chunk's first (a chunk that wraps a ring)
 };
 
 struct AppendRowsArgs {
-  View k, v;            // [num_tokens][num_kv_heads][head_dim]
+  View k, v;            // [source_token + num_tokens][num_kv_heads][head_dim]
   View k_cache, v_cache;  // [num_kv_heads][slot_stride][head_dim]
   View positions;       // int32 [num_kv_heads][slot_stride]
 };

@@ -12,13 +12,14 @@ constexpr uint32_t kMaxGroups = 65535;    // the least maxComputeWorkGroupCount[
 struct AppendRowsPush {
   uint32_t slot_stride, first_slot, num_tokens, num_kv_heads;
   int32_t first_position;
+  uint32_t source_token;
 };
 
 }  // namespace
 
 void append_rows_vulkan(Backend& backend, const AppendRowsShape& shape, const AppendRowsArgs& args) {
   const uint32_t row_words = shape.head_dim * uint32_t(dtype_size(shape.dtype)) / 4;
-  const AppendRowsPush push{shape.slot_stride, shape.first_slot, shape.num_tokens, shape.num_kv_heads, shape.first_position};
+  const AppendRowsPush push{shape.slot_stride, shape.first_slot, shape.num_tokens, shape.num_kv_heads, shape.first_position, shape.source_token};
   backend.recorder().dispatch({"append_rows", 5, sizeof(AppendRowsPush), {kWorkgroupSize, row_words}},
                               {slice(args.k), slice(args.v), slice(args.k_cache), slice(args.v_cache), slice(args.positions)},
                               &push, std::min(group_count_unbounded(uint64_t(shape.num_tokens) * (row_words + 1), kWorkgroupSize), kMaxGroups),

@@ -1,6 +1,8 @@
-// Six passes and two transforms: bin products, their expansion to full spectra, an inverse FFT
-// (the segment's logits), the held slots' logits, the softmax over both, a forward FFT of the
-// probabilities, and the value sum over the stored bins (in blocks, then their total).
+// Per query: six passes and two transforms: bin products, their expansion to full spectra, an
+// inverse FFT (the segment's logits), the held slots' logits, the softmax over both, a forward
+// FFT of the probabilities, and the value sum over the stored bins (in blocks, then their
+// total). A chunk of queries takes its queries in turn through the same plan, so one plan of
+// num_q_heads transforms per segment length serves every call, made before the decode path.
 #include <algorithm>
 #include <cmath>
 
@@ -18,14 +20,14 @@ constexpr uint32_t kMaxGroups = 65535;           // the least maxComputeWorkGrou
 constexpr size_t kBindingAlignment = 256;        // the largest minStorageBufferOffsetAlignment Vulkan allows
 
 struct ProductsPush {
-  uint32_t num_bins, num_queries, num_kv_heads, group;
+  uint32_t num_bins, first_query, num_kv_heads, group;
 };
 struct ExpandPush {
   uint32_t num_bins, segment_length, rows;
 };
 struct HeldLogitsPush {
-  uint32_t rows, num_slots, slot_stride, num_q_heads, group;
-  int32_t first_query_position;
+  uint32_t first_query, num_slots, slot_stride, num_q_heads, group;
+  int32_t query_position;
   float scale;
 };
 struct SoftmaxPush {
@@ -36,7 +38,7 @@ struct ValueSumPush {
   uint32_t num_bins, segment_length, rows, num_q_heads, group, num_blocks;
 };
 struct OutputPush {
-  uint32_t rows, num_blocks;
+  uint32_t rows, num_blocks, first_query;
 };
 
 size_t aligned(size_t bytes) { return (bytes + kBindingAlignment - 1) / kBindingAlignment * kBindingAlignment; }
@@ -46,7 +48,7 @@ uint32_t groups_for(uint64_t items) { return std::min(group_count_unbounded(item
 }  // namespace
 
 void spectral_attention_vulkan(Backend& backend, const SpectralAttentionShape& shape, const SpectralAttentionArgs& args) {
-  const uint32_t rows = shape.num_queries * shape.num_q_heads, group = shape.num_q_heads / shape.num_kv_heads;
+  const uint32_t rows = shape.num_q_heads, group = shape.num_q_heads / shape.num_kv_heads;  // one query's
   const uint32_t dim = shape.head_dim, M = shape.segment_length, blocks = (shape.num_bins + kBinsPerBlock - 1) / kBinsPerBlock;
   const bool f16 = shape.dtype == Dtype::F16;
   const float scale = float(1.0 / std::sqrt(double(dim)));
@@ -63,29 +65,32 @@ void spectral_attention_vulkan(Backend& backend, const SpectralAttentionShape& s
   const vk::BufferSlice partials = work.slice(products_bytes + held_logits_bytes + held_bytes, partials_bytes);
   vk::Recorder& recorder = backend.recorder();
 
-  const ProductsPush products_push{shape.num_bins, shape.num_queries, shape.num_kv_heads, group};
-  recorder.dispatch({"spectral_bin_products", 3, sizeof(ProductsPush), {kWorkgroupSize, dim, f16}},
-                    {slice(args.q), slice(args.spectrum_k), products}, &products_push,
-                    groups_for(uint64_t(shape.num_bins) * shape.num_kv_heads * shape.num_queries));
-  const ExpandPush expand_push{shape.num_bins, M, rows};
-  recorder.dispatch({"spectral_expand", 3, sizeof(ExpandPush), {kWorkgroupSize}}, {products, slice(args.bin_map), spectra},
-                    &expand_push, groups_for(uint64_t(rows) * M));
-  plan.record(recorder, true);
-  const HeldLogitsPush logits_push{rows, shape.num_slots, shape.slot_stride, shape.num_q_heads, group, shape.first_query_position, scale};
-  recorder.dispatch({"spectral_held_logits", 4, sizeof(HeldLogitsPush), {kWorkgroupSize, dim, f16}},
-                    {slice(args.q), slice(args.k), slice(args.positions), held_logits}, &logits_push,
-                    groups_for(uint64_t(rows) * shape.num_slots));
-  const SoftmaxPush softmax_push{M, shape.num_slots, shape.slot_stride, shape.num_q_heads, group, scale};
-  recorder.dispatch({"spectral_softmax", 4, sizeof(SoftmaxPush), {kSoftmaxWorkgroupSize, dim, f16}},
-                    {held_logits, slice(args.v), spectra, held}, &softmax_push, rows);
-  plan.record(recorder, false);
-  const ValueSumPush value_push{shape.num_bins, M, rows, shape.num_q_heads, group, blocks};
-  recorder.dispatch({"spectral_value_sum", 4, sizeof(ValueSumPush), {kWorkgroupSize, dim, kBinsPerBlock}},
-                    {slice(args.spectrum_v), slice(args.bins), spectra, partials}, &value_push,
-                    groups_for(uint64_t(rows) * blocks * dim / 2));
-  const OutputPush output_push{rows, blocks};
-  recorder.dispatch({"spectral_output", 3, sizeof(OutputPush), {kWorkgroupSize, dim, f16}}, {partials, held, slice(args.out)},
-                    &output_push, groups_for(uint64_t(rows) * dim / 2));
+  for (uint32_t query = 0; query < shape.num_queries; ++query) {
+    const ProductsPush products_push{shape.num_bins, query, shape.num_kv_heads, group};
+    recorder.dispatch({"spectral_bin_products", 3, sizeof(ProductsPush), {kWorkgroupSize, dim, f16}},
+                      {slice(args.q), slice(args.spectrum_k), products}, &products_push,
+                      groups_for(uint64_t(shape.num_bins) * shape.num_kv_heads));
+    const ExpandPush expand_push{shape.num_bins, M, rows};
+    recorder.dispatch({"spectral_expand", 3, sizeof(ExpandPush), {kWorkgroupSize}}, {products, slice(args.bin_map), spectra},
+                      &expand_push, groups_for(uint64_t(rows) * M));
+    plan.record(recorder, true);
+    const HeldLogitsPush logits_push{query, shape.num_slots, shape.slot_stride, shape.num_q_heads, group,
+                                     shape.first_query_position + int32_t(query), scale};
+    recorder.dispatch({"spectral_held_logits", 4, sizeof(HeldLogitsPush), {kWorkgroupSize, dim, f16}},
+                      {slice(args.q), slice(args.k), slice(args.positions), held_logits}, &logits_push,
+                      groups_for(uint64_t(rows) * shape.num_slots));
+    const SoftmaxPush softmax_push{M, shape.num_slots, shape.slot_stride, shape.num_q_heads, group, scale};
+    recorder.dispatch({"spectral_softmax", 4, sizeof(SoftmaxPush), {kSoftmaxWorkgroupSize, dim, f16}},
+                      {held_logits, slice(args.v), spectra, held}, &softmax_push, rows);
+    plan.record(recorder, false);
+    const ValueSumPush value_push{shape.num_bins, M, rows, shape.num_q_heads, group, blocks};
+    recorder.dispatch({"spectral_value_sum", 4, sizeof(ValueSumPush), {kWorkgroupSize, dim, kBinsPerBlock}},
+                      {slice(args.spectrum_v), slice(args.bins), spectra, partials}, &value_push,
+                      groups_for(uint64_t(rows) * blocks * dim / 2));
+    const OutputPush output_push{rows, blocks, query};
+    recorder.dispatch({"spectral_output", 3, sizeof(OutputPush), {kWorkgroupSize, dim, f16}}, {partials, held, slice(args.out)},
+                      &output_push, groups_for(uint64_t(rows) * dim / 2));
+  }
 }
 
 }  // namespace kvc::ops

@@ -18,6 +18,7 @@ namespace kvc {
 namespace {
 
 constexpr uint32_t kMaxChunks = 4096;
+constexpr uint32_t kMaxSegment = 1u << 26;  // kvc_mulmod's exact range
 
 // max(1, round(r * C)) chunks, as sec. 3.2's "top r * C" needs a whole number.
 uint32_t chunks_kept(float retain_ratio, uint32_t chunks) {
@@ -114,6 +115,8 @@ void faedkv_ablate(Cache& cache, uint32_t layer_index, const kvc_faedkv_params& 
   require(pruned_chunk < params.chunks, KVC_ERROR_OUT_OF_RANGE,
           "pruned_chunk is " + std::to_string(pruned_chunk) + "; the spectrum has " + std::to_string(params.chunks) + " chunks");
   const uint32_t slots = cache.layer(layer_index).slots_held;
+  require(cache.policy().read_slots(cache, layer_index) == slots, KVC_ERROR_BAD_STATE,
+          "layer " + std::to_string(layer_index) + " no longer holds its tokens whole (a FAEDKV cache after its prompt): ablate a FULL cache");
   require(uint64_t(slots) >= uint64_t(params.sinks) + params.recent_window + params.chunks, KVC_ERROR_BAD_STATE,
           "layer " + std::to_string(layer_index) + " holds " + std::to_string(slots) +
               " tokens; the ablation needs at least sinks + recent_window + chunks");
@@ -183,11 +186,16 @@ void FaedKvPolicy::end_prefill(Cache& cache) {
       return "layer " + std::to_string(layer) + " holds a prompt of " + std::to_string(held) + " tokens; FAEDKV needs at least sinks + recent_window + chunks = " +
              std::to_string(uint64_t(sinks_) + recent_window_ + chunks_) + " (a segment of one token per chunk)";
     });
+    // The shaders take k N mod M exactly for M below 2^26 (shaders/include/modular.glsl).
+    require(held - sinks_ - recent_window_ < kMaxSegment, KVC_ERROR_CAPACITY, [&] {
+      return "layer " + std::to_string(layer) + " holds a prompt whose middle is " + std::to_string(held - sinks_ - recent_window_) +
+             " tokens; FAEDKV transforms at most " + std::to_string(kMaxSegment - 1);
+    });
   }
   Backend& backend = cache.backend();
   if (!backend.is_cpu()) {
     // The transforms are planned before anything changes (a length VkFFT refuses fails the
-    // call cleanly) and never on the decode path: the prompt's, and one decode query's.
+    // call cleanly) and never on the decode path: the prompt's, and the queries'.
     for (uint32_t layer = 0; layer < config_.num_layers; ++layer) {
       const uint32_t segment = cache.layer(layer).slots_held - sinks_ - recent_window_;
       backend.fft_plans().get({segment, config_.head_dim / 2});
@@ -200,15 +208,24 @@ void FaedKvPolicy::end_prefill(Cache& cache) {
     sink_indices_ = std::make_unique<Tensor>(backend, indices.size() * 4);
     backend.upload(indices.data(), indices.size() * 4, *sink_indices_, 0);
   }
-  spectra_.resize(config_.num_layers);
-  for (uint32_t layer = 0; layer < config_.num_layers; ++layer) transform_prompt(cache, layer);
+  // Every layer's new state is allocated and its work recorded before any of it is kept: a
+  // failure part way leaves the cache as it was.
+  std::vector<LayerSpectrum> spectra(config_.num_layers);
+  std::vector<KeptStorage> kept(config_.num_layers);
+  for (uint32_t layer = 0; layer < config_.num_layers; ++layer) transform_prompt(cache, layer, spectra[layer], kept[layer]);
+  const uint32_t kept_slots = sinks_ + recent_window_;
+  for (uint32_t layer = 0; layer < config_.num_layers; ++layer) {
+    cache.replace_storage(layer, std::move(kept[layer].k), std::move(kept[layer].v), std::move(kept[layer].positions), kept_slots);
+    cache.layer(layer).slots_held = kept_slots;
+    cache.layer(layer).last_append = 0;  // the prompt's queries may no longer attend: its middle is a spectrum now
+  }
+  spectra_ = std::move(spectra);
   cache.count_compression();
 }
 
-void FaedKvPolicy::transform_prompt(Cache& cache, uint32_t layer_index) {
+void FaedKvPolicy::transform_prompt(Cache& cache, uint32_t layer_index, LayerSpectrum& spectrum, KeptStorage& kept) const {
   Backend& backend = cache.backend();
-  LayerState& layer = cache.layer(layer_index);
-  LayerSpectrum& spectrum = spectra_[layer_index];
+  const LayerState& layer = cache.layer(layer_index);
   const uint32_t prompt = layer.slots_held, segment = prompt - sinks_ - recent_window_;
   spectrum.segment_length = segment;
   spectrum.folded = segment;
@@ -234,21 +251,20 @@ void FaedKvPolicy::transform_prompt(Cache& cache, uint32_t layer_index) {
   // The sinks and the recent window move into storage of their own size; the prompt's goes.
   const uint32_t kept_slots = sinks_ + recent_window_;
   const size_t row_bytes = size_t(config_.head_dim) * dtype_size(config_.dtype);
-  auto k = std::make_unique<Tensor>(backend, size_t(config_.num_kv_heads) * kept_slots * row_bytes);
-  auto v = std::make_unique<Tensor>(backend, size_t(config_.num_kv_heads) * kept_slots * row_bytes);
-  auto positions = std::make_unique<Tensor>(backend, size_t(config_.num_kv_heads) * kept_slots * 4);
+  kept.k = std::make_unique<Tensor>(backend, size_t(config_.num_kv_heads) * kept_slots * row_bytes);
+  kept.v = std::make_unique<Tensor>(backend, size_t(config_.num_kv_heads) * kept_slots * row_bytes);
+  kept.positions = std::make_unique<Tensor>(backend, size_t(config_.num_kv_heads) * kept_slots * 4);
   const ops::CompactShape move{config_.num_kv_heads, config_.head_dim, layer.slot_stride, sinks_, sinks_,
                                prompt - recent_window_, recent_window_, config_.dtype, kept_slots};
   const View indices = sink_indices_ ? view(*sink_indices_) : view(*spectrum.bin_table);  // no sinks: never read
-  ops::compact(backend, move, {indices, view(*layer.k), view(*layer.v), view(*layer.positions), view(*k), view(*v), view(*positions)});
-  cache.replace_storage(layer_index, std::move(k), std::move(v), std::move(positions), kept_slots);
-  layer.slots_held = kept_slots;
+  ops::compact(backend, move,
+               {indices, view(*layer.k), view(*layer.v), view(*layer.positions), view(*kept.k), view(*kept.v), view(*kept.positions)});
 }
 
 AppendPlacement FaedKvPolicy::place_append(Cache& cache, uint32_t layer_index, uint32_t n_tokens) {
   if (spectra_.empty()) return Policy::place_append(cache, layer_index, n_tokens);
-  LayerState& layer = cache.layer(layer_index);
-  LayerSpectrum& spectrum = spectra_[layer_index];
+  const LayerState& layer = cache.layer(layer_index);
+  const LayerSpectrum& spectrum = spectra_[layer_index];
   // The window's n oldest tokens leave it (eq. 12) before the new ones take their slots.
   const ops::SpectralFoldShape fold{config_.num_kv_heads, config_.head_dim, layer.slot_stride, uint32_t(spectrum.bins.size()),
                                     spectrum.segment_length, spectrum.folded, n_tokens, sinks_, recent_window_, spectrum.ring_start,
@@ -259,9 +275,14 @@ AppendPlacement FaedKvPolicy::place_append(Cache& cache, uint32_t layer_index, u
   placement.first_slot = sinks_ + spectrum.ring_start;
   placement.wrap_after = recent_window_ - spectrum.ring_start;
   placement.wrap_slot = sinks_;
+  return placement;
+}
+
+void FaedKvPolicy::appended(Cache&, uint32_t layer_index, uint32_t n_tokens) {
+  if (spectra_.empty()) return;
+  LayerSpectrum& spectrum = spectra_[layer_index];
   spectrum.folded += n_tokens;
   spectrum.ring_start = (spectrum.ring_start + n_tokens) % recent_window_;
-  return placement;
 }
 
 bool FaedKvPolicy::record_attention(Cache& cache, uint32_t layer_index, uint32_t n_queries, View q, View out, View scores) {

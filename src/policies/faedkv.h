@@ -28,6 +28,7 @@ class FaedKvPolicy : public Policy {
   void check_append(const Cache& cache, uint32_t layer, uint32_t n_tokens) const override;
   int32_t position_for_slot(const Cache& cache, uint32_t layer, uint32_t slot, uint64_t token_index) const override;
   AppendPlacement place_append(Cache& cache, uint32_t layer, uint32_t n_tokens) override;
+  void appended(Cache& cache, uint32_t layer, uint32_t n_tokens) override;
   bool record_attention(Cache& cache, uint32_t layer, uint32_t n_queries, View q, View out, View scores) override;
   void end_prefill(Cache& cache) override;
   uint32_t read_slots(const Cache& cache, uint32_t layer) const override;
@@ -46,7 +47,11 @@ class FaedKvPolicy : public Policy {
     uint32_t ring_start = 0;            // the window's oldest token is at slot sinks + ring_start
   };
 
-  void transform_prompt(Cache& cache, uint32_t layer);
+  struct KeptStorage {
+    std::unique_ptr<Tensor> k, v, positions;  // the sinks and the recent window
+  };
+  // Allocates `layer`'s spectrum and kept storage and records their filling; changes nothing.
+  void transform_prompt(Cache& cache, uint32_t layer, LayerSpectrum& spectrum, KeptStorage& kept) const;
 
   uint32_t capacity_;
   uint32_t sinks_;

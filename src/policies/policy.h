@@ -38,8 +38,11 @@ class Policy {
 
   // Where the n_tokens of an append land (checked by check_append): by default after the
   // slots held. A policy that reuses slots records here what it keeps of their contents
-  // first (FAEDKV folds the window's oldest tokens into its spectrum).
+  // first (FAEDKV folds the window's oldest tokens into its spectrum), changing nothing else.
   virtual AppendPlacement place_append(Cache& cache, uint32_t layer, uint32_t n_tokens);
+  // The append placed by place_append is recorded: bookkeeping that follows it changes here,
+  // so an append that fails while recording leaves the policy as it was.
+  virtual void appended(Cache& cache, uint32_t layer, uint32_t n_tokens) { (void)cache, (void)layer, (void)n_tokens; }
 
   // Called once by the Cache after its storage exists: device state the policy owns (tables,
   // scratch) is allocated here, so that nothing is built on the decode path.

@@ -267,6 +267,10 @@ TEST_CASE("FAEDKV refuses bad parameters and misuse, changing nothing") {
   REQUIRE(feed(1) == KVC_OK);
   REQUIRE(kvc_cache_end_prefill(owned.get()) == KVC_OK);
   CHECK(kvc_cache_end_prefill(owned.get()) == KVC_ERROR_BAD_STATE);
+  {  // the prompt's queries cannot attend once its middle is a spectrum (it holds newer tokens than they)
+    std::vector<float> q = test::random_floats(size_t(kQHeads) * kDim), out(q.size());
+    CHECK(kvc_attend(owned.get(), 0, 1, KVC_DTYPE_F32, q.data(), out.data(), nullptr) == KVC_ERROR_BAD_STATE);
+  }
   const test::LayerSnapshot after_prompt = test::snapshot(owned.get(), 0);
   CHECK(feed(params.recent_window + 1) == KVC_ERROR_CAPACITY);
   CHECK(test::snapshot(owned.get(), 0) == after_prompt);
