@@ -92,3 +92,22 @@ def test_policy_holds_its_budget(context, rng, policy):
     for (k, v, positions), s in zip(contents, slots):
         assert k.shape == v.shape == (KV_HEADS, s, HEAD_DIM) and positions.shape == (KV_HEADS, s)
         assert np.isfinite(k).all() and np.isfinite(v).all()
+
+
+def test_per_layer_tables(context, rng):
+    """Table parameters (EvictionParams.layer_capacities, WindowParams.layer_budgets) reach libkvc."""
+    k = rng.standard_normal((64, KV_HEADS, HEAD_DIM)).astype(np.float32)
+    q = rng.standard_normal((64, Q_HEADS, HEAD_DIM)).astype(np.float32)
+    with kvc.Cache(context, layers=2, q_heads=Q_HEADS, kv_heads=KV_HEADS, head_dim=HEAD_DIM, capacity=48,
+                   policy=kvc.Policy.H2O, params=kvc.EvictionParams(chunk_slots=64, layer_capacities=[40, 24])) as cache:
+        for layer in range(2):
+            cache.append(layer, k, k)
+            cache.attend(layer, q)
+        assert [cache.layer_slots(layer) for layer in range(2)] == [40, 24]
+    with kvc.Cache(context, layers=2, q_heads=Q_HEADS, kv_heads=KV_HEADS, head_dim=HEAD_DIM, capacity=64,
+                   policy=kvc.Policy.PYRAMIDKV, params=kvc.WindowParams(budget=25, window=8, layer_budgets=[30, 20])) as cache:
+        for layer in range(2):
+            cache.append(layer, k, k)
+            cache.attend(layer, q)
+        cache.end_prefill()
+        assert [cache.layer_slots(layer) for layer in range(2)] == [30, 20]
