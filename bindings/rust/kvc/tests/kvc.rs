@@ -305,3 +305,31 @@ fn context_is_send() {
     assert_eq!(handle.join().unwrap(), Backend::Cpu);
     assert!(kvc::version().starts_with("0.2."));
 }
+
+#[test]
+fn per_layer_tables_reach_libkvc() {
+    let mut random = Random::seeded("per_layer_tables_reach_libkvc");
+    let (k, q) = (random.vec(64 * 2 * 32), random.vec(64 * 4 * 32));
+    let mut out = vec![0.0; q.len()];
+    for ctx in contexts() {
+        let tables = [
+            (Policy::H2O(EvictionParams { chunk_slots: 64, layer_capacities: Some(vec![40, 24]), ..Default::default() }), 48),
+            (Policy::PyramidKv(WindowParams { budget: 25, window: 8, layer_budgets: Some(vec![30, 20]),
+                                              ..Default::default() }), 64),
+        ];
+        for (policy, capacity) in tables {
+            let ends_prefill = matches!(policy, Policy::PyramidKv(_));
+            let mut cache = ctx.cache(&CacheDesc { layers: 2, q_heads: 4, kv_heads: 2, head_dim: 32, capacity, policy,
+                                                   ..Default::default() }).unwrap();
+            for layer in 0..2 {
+                cache.append(layer, &k, &k).unwrap();
+                cache.attend(layer, &q, &mut out).unwrap();
+            }
+            if ends_prefill {
+                cache.end_prefill().unwrap();
+            }
+            let slots: Vec<u32> = (0..2).map(|l| cache.layer_slots(l).unwrap()).collect();
+            assert_eq!(slots, if ends_prefill { vec![30, 20] } else { vec![40, 24] });
+        }
+    }
+}
