@@ -57,7 +57,7 @@ class Error(Exception):
     """A libkvc call failed. `status` is the kvc_status value, `status_name` its name in kvc.h,
     and the message is the context's last-error detail (which argument, which limit)."""
 
-    status: ClassVar[int] = -1
+    status: int = -1
 
     def __init__(self, message: str, status: Optional[int] = None):
         super().__init__(message)
@@ -126,21 +126,6 @@ class DType(enum.IntEnum):
         return cls.F32 if name == "float32" else cls.F16
 
 
-class Policy(enum.IntEnum):
-    """kvc_policy; kvc.h documents each. A new policy is one line here (and its parameter class
-    in _PARAMS_OF_POLICY when it takes one)."""
-    FULL = 0
-    STREAMING = 1
-    H2O = 2
-    TOVA = 3
-    TREEKV = 4
-    SNAPKV = 5
-    PYRAMIDKV = 6
-    HITKV = 7
-    PHITKV = 8
-    FREQKV = 9
-
-
 class RopeStyle(enum.IntEnum):
     """kvc_rope_style: RoPE applied inside libkvc to keys stored before RoPE (or NONE)."""
     NONE = 0
@@ -152,7 +137,6 @@ class _Params:
     """A policy's parameter struct: every field left None keeps the default that kvc.h's
     *_default() function sets; integer sequences become the C tables (kept alive here)."""
 
-    _struct: ClassVar[type]
     _default_function: ClassVar[str]
     _table_counts: ClassVar[dict] = {}  # table field -> the field holding its length
 
@@ -185,7 +169,6 @@ class EvictionParams(_Params):
     layer_capacities: Optional[Sequence[int]] = None
     prefill_block: Optional[int] = None
     select_left_token: Optional[int] = None
-    _struct = _capi.eviction_params
     _default_function = "kvc_eviction_params_default"
 
 
@@ -202,7 +185,6 @@ class WindowParams(_Params):
     pyramid_beta: Optional[float] = None
     layer_budgets: Optional[Sequence[int]] = None
     decode_slots: Optional[int] = None
-    _struct = _capi.window_policy_params
     _default_function = "kvc_window_policy_params_default"
     _table_counts = {"layer_budgets": "num_layer_budgets"}
 
@@ -213,18 +195,29 @@ class FreqKVParams(_Params):
     slots after `sink_tokens` keep the lowest `retain_ratio` share of their DCT components."""
     sink_tokens: Optional[int] = None
     retain_ratio: Optional[float] = None
-    _struct = _capi.freqkv_params
     _default_function = "kvc_freqkv_params_default"
 
 
-_PARAMS_OF_POLICY = {
-    Policy.FULL: None,
-    Policy.STREAMING: EvictionParams, Policy.H2O: EvictionParams, Policy.TOVA: EvictionParams,
-    Policy.TREEKV: EvictionParams,
-    Policy.SNAPKV: WindowParams, Policy.PYRAMIDKV: WindowParams, Policy.HITKV: WindowParams,
-    Policy.PHITKV: WindowParams,
-    Policy.FREQKV: FreqKVParams,
-}
+class Policy(enum.IntEnum):
+    """kvc_policy; kvc.h documents each. A new policy is one line here: its kvc.h value and its
+    parameter class (None when it takes none)."""
+
+    def __new__(cls, value: int, params_class: Optional[type] = None) -> "Policy":
+        member = int.__new__(cls, value)
+        member._value_ = value
+        member.params_class = params_class
+        return member
+
+    FULL = 0, None
+    STREAMING = 1, EvictionParams
+    H2O = 2, EvictionParams
+    TOVA = 3, EvictionParams
+    TREEKV = 4, EvictionParams
+    SNAPKV = 5, WindowParams
+    PYRAMIDKV = 6, WindowParams
+    HITKV = 7, WindowParams
+    PHITKV = 8, WindowParams
+    FREQKV = 9, FreqKVParams
 
 
 @dataclasses.dataclass(frozen=True)
@@ -526,7 +519,7 @@ class Cache:
                  dtype: Union[DType, str, type, np.dtype] = DType.F32, rope: RopeStyle = RopeStyle.NONE,
                  rope_theta: float = 10000.0, rope_dims: int = 0):
         policy = Policy(policy)
-        expected = _PARAMS_OF_POLICY[policy]
+        expected = policy.params_class
         if params is not None and not isinstance(params, expected or ()):
             wanted = expected.__name__ if expected else "no parameters"
             raise InvalidArgumentError(f"{policy.name} takes {wanted}, not {type(params).__name__}",

@@ -270,21 +270,72 @@ impl Default for FreqKvParams {
     }
 }
 
-/// A `kvc_policy` with its parameters; kvc.h documents each. A new policy is one variant here
-/// and one arm in `RawPolicy::new`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub enum Policy {
-    #[default]
-    Full,
-    Streaming(EvictionParams),
-    H2O(EvictionParams),
-    Tova(EvictionParams),
-    TreeKv(EvictionParams),
-    SnapKv(WindowParams),
-    PyramidKv(WindowParams),
-    HitKv(WindowParams),
-    PhitKv(WindowParams),
-    FreqKv(FreqKvParams),
+/// A policy's parameters as the C struct kvc.h defines for them.
+trait PolicyParams {
+    fn raw(&self) -> RawParams;
+}
+
+impl PolicyParams for EvictionParams {
+    fn raw(&self) -> RawParams {
+        RawPolicy::eviction(self)
+    }
+}
+
+impl PolicyParams for WindowParams {
+    fn raw(&self) -> RawParams {
+        RawPolicy::window(self)
+    }
+}
+
+impl PolicyParams for FreqKvParams {
+    fn raw(&self) -> RawParams {
+        RawPolicy::freqkv(self)
+    }
+}
+
+/// Declares [`Policy`] and its conversion to kvc.h's values from one list.
+macro_rules! policies {
+    ($($(#[$doc:meta])* $variant:ident($params:ty) = $raw:ident,)*) => {
+        /// A `kvc_policy` with its parameters; kvc.h documents each. A new policy is one line in
+        /// the `policies!` list below (and a `PolicyParams` impl when its parameters are new).
+        #[derive(Debug, Clone, PartialEq, Default)]
+        pub enum Policy {
+            /// Keep every token up to `capacity`.
+            #[default]
+            Full,
+            $($(#[$doc])* $variant($params),)*
+        }
+
+        impl RawPolicy {
+            fn new(policy: &Policy) -> RawPolicy {
+                match policy {
+                    Policy::Full => RawPolicy { policy: sys::KVC_POLICY_FULL, params: RawParams::None },
+                    $(Policy::$variant(p) => RawPolicy { policy: sys::$raw, params: p.raw() },)*
+                }
+            }
+        }
+    };
+}
+
+policies! {
+    /// StreamingLLM: sinks and the most recent tokens.
+    Streaming(EvictionParams) = KVC_POLICY_STREAMING,
+    /// H2O: evict the lowest accumulated attention, per kv head.
+    H2O(EvictionParams) = KVC_POLICY_H2O,
+    /// TOVA: evict the lowest attention of the current query, per layer.
+    Tova(EvictionParams) = KVC_POLICY_TOVA,
+    /// TreeKV: tree-shaped eviction scope over averaged attention.
+    TreeKv(EvictionParams) = KVC_POLICY_TREEKV,
+    /// SnapKV: at the end of the prefill keep the window and the prefix tokens it attends to most.
+    SnapKv(WindowParams) = KVC_POLICY_SNAPKV,
+    /// PyramidKV: SnapKV's selection under per-layer budgets falling from the first layer.
+    PyramidKv(WindowParams) = KVC_POLICY_PYRAMIDKV,
+    /// HitKV: keep the prefix tokens often in the window queries' top K.
+    HitKv(WindowParams) = KVC_POLICY_HITKV,
+    /// HitKV's selection under PyramidKV's per-layer budgets.
+    PhitKv(WindowParams) = KVC_POLICY_PHITKV,
+    /// FreqKV: compress the cache in the frequency domain when it fills.
+    FreqKv(FreqKvParams) = KVC_POLICY_FREQKV,
 }
 
 /// A policy's C parameter struct, alive while the cache is created.
@@ -301,22 +352,6 @@ struct RawPolicy {
 }
 
 impl RawPolicy {
-    fn new(policy: &Policy) -> RawPolicy {
-        let (policy, params) = match policy {
-            Policy::Full => (sys::KVC_POLICY_FULL, RawParams::None),
-            Policy::Streaming(p) => (sys::KVC_POLICY_STREAMING, Self::eviction(p)),
-            Policy::H2O(p) => (sys::KVC_POLICY_H2O, Self::eviction(p)),
-            Policy::Tova(p) => (sys::KVC_POLICY_TOVA, Self::eviction(p)),
-            Policy::TreeKv(p) => (sys::KVC_POLICY_TREEKV, Self::eviction(p)),
-            Policy::SnapKv(p) => (sys::KVC_POLICY_SNAPKV, Self::window(p)),
-            Policy::PyramidKv(p) => (sys::KVC_POLICY_PYRAMIDKV, Self::window(p)),
-            Policy::HitKv(p) => (sys::KVC_POLICY_HITKV, Self::window(p)),
-            Policy::PhitKv(p) => (sys::KVC_POLICY_PHITKV, Self::window(p)),
-            Policy::FreqKv(p) => (sys::KVC_POLICY_FREQKV, Self::freqkv(p)),
-        };
-        RawPolicy { policy, params }
-    }
-
     // The tables (layer_capacities, layer_budgets) point into the caller's Policy, which
     // outlives the kvc_cache_create call that reads them.
     fn eviction(p: &EvictionParams) -> RawParams {
