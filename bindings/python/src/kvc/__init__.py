@@ -142,12 +142,13 @@ class _Params:
 
     def _to_c(self) -> Tuple[ctypes.Structure, list]:
         struct = getattr(lib, self._default_function)()
+        c_types = dict(struct._fields_)
         keep_alive = []
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
             if value is None:
                 continue
-            if field.name in dict(struct._fields_) and dict(struct._fields_)[field.name] is ctypes.POINTER(ctypes.c_uint32):
+            if c_types[field.name] is ctypes.POINTER(ctypes.c_uint32):
                 table = (ctypes.c_uint32 * len(value))(*value)
                 keep_alive.append(table)
                 setattr(struct, field.name, ctypes.cast(table, ctypes.POINTER(ctypes.c_uint32)))
