@@ -440,8 +440,8 @@ pub struct CacheStats {
     pub compressions: u64,
 }
 
-/// One layer as [`Cache::read`] returns it: k and v as [kv_heads][slots][head_dim], positions
-/// as [kv_heads][slots].
+/// One layer as [`Cache::read`] returns it: k and v as `[kv_heads][slots][head_dim]`, positions
+/// as `[kv_heads][slots]`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LayerContents<T> {
     pub slots: u32,
