@@ -48,14 +48,18 @@ def test_full_policy_equals_eager_attention(context, model, rng):
         assert (a - e).abs().max().item() <= 1e-4 * scale, f"step {step}"
 
 
-@pytest.mark.parametrize("policy,capacity,params,prefill_chunk,held", [
-    (kvc.Policy.SNAPKV, PROMPT + NEW_TOKENS, kvc.WindowParams(budget=16, window=4), None, 16 + NEW_TOKENS - 1),
-    (kvc.Policy.STREAMING, 16, kvc.EvictionParams(sinks=4, chunk_slots=8), 8, 16),
-    (kvc.Policy.H2O, 16, kvc.EvictionParams(sinks=2, chunk_slots=8), 8, 16),
-    (kvc.Policy.FREQKV, 24, kvc.FreqKVParams(), 8, None),
-], ids=["snapkv", "streaming", "h2o", "freqkv"])
+# held: slots each layer holds at the end (None: at most capacity); stored: stats.slots_held when
+# it is not the slots attention sees (FAEDKV stores only its sinks and window).
+@pytest.mark.parametrize("policy,capacity,params,prefill_chunk,held,stored", [
+    (kvc.Policy.SNAPKV, PROMPT + NEW_TOKENS, kvc.WindowParams(budget=16, window=4), None, 16 + NEW_TOKENS - 1, None),
+    (kvc.Policy.STREAMING, 16, kvc.EvictionParams(sinks=4, chunk_slots=8), 8, 16, None),
+    (kvc.Policy.H2O, 16, kvc.EvictionParams(sinks=2, chunk_slots=8), 8, 16, None),
+    (kvc.Policy.FREQKV, 24, kvc.FreqKVParams(), 8, None, None),
+    (kvc.Policy.FAEDKV, PROMPT, kvc.FaedKVParams(sinks=4, recent_window=8, chunks=4, retain_ratio=0.5), None, PROMPT,
+     2 * (4 + 8)),
+], ids=["snapkv", "streaming", "h2o", "freqkv", "faedkv"])
 def test_compressing_policy_generates_within_its_budget(context, model, rng, policy, capacity, params, prefill_chunk,
-                                                        held):
+                                                        held, stored):
     input_ids = torch.from_numpy(rng.integers(1, 96, (1, PROMPT)))
     with kvc.transformers.KvcCache(model.config, capacity=capacity, policy=policy, params=params,
                                    prefill_chunk=prefill_chunk, context=context) as cache:
@@ -66,7 +70,7 @@ def test_compressing_policy_generates_within_its_budget(context, model, rng, pol
     assert all(torch.isfinite(logits).all() for logits in output.logits)
     assert stats.tokens_seen == 2 * (PROMPT + NEW_TOKENS - 1) and stats.compressions > 0
     assert slots == [held] * 2 if held is not None else all(s <= capacity for s in slots)
-    assert stats.slots_held == sum(slots) < stats.tokens_seen
+    assert stats.slots_held == (stored or sum(slots)) < stats.tokens_seen
 
 
 def test_five_line_generation(model, rng):

@@ -35,7 +35,7 @@ __all__ = [
     "Error", "InvalidArgumentError", "NullPointerError", "OutOfRangeError", "DTypeMismatchError",
     "NotFiniteError", "BadStateError", "CapacityError", "BufferTooSmallError", "NoVulkanLoaderError",
     "NoDeviceError", "VulkanError", "OutOfMemoryError", "UnsupportedError", "InternalError",
-    "Backend", "DType", "Policy", "RopeStyle", "EvictionParams", "WindowParams", "FreqKVParams",
+    "Backend", "DType", "Policy", "RopeStyle", "EvictionParams", "WindowParams", "FreqKVParams", "FaedKVParams",
     "ContextInfo", "CacheStats", "Context", "Cache", "Buffer", "BufferView", "version",
     "RECENT_WINDOW_DEFAULT", "DECODE_SLOTS_DEFAULT",
 ]
@@ -135,7 +135,8 @@ class RopeStyle(enum.IntEnum):
 
 class _Params:
     """A policy's parameter struct: every field left None keeps the default that kvc.h's
-    *_default() function sets; integer sequences become the C tables (kept alive here)."""
+    *_default() function sets; a table field takes any sequence or array, flattened in C order
+    into the C table's element type (kept alive until the cache is created)."""
 
     _default_function: ClassVar[str]
     _table_counts: ClassVar[dict] = {}  # table field -> the field holding its length
@@ -148,12 +149,14 @@ class _Params:
             value = getattr(self, field.name)
             if value is None:
                 continue
-            if c_types[field.name] is ctypes.POINTER(ctypes.c_uint32):
-                table = (ctypes.c_uint32 * len(value))(*value)
+            c_type = c_types[field.name]
+            if issubclass(c_type, ctypes._Pointer):
+                values = np.asarray(value).ravel().tolist()
+                table = (c_type._type_ * len(values))(*values)
                 keep_alive.append(table)
-                setattr(struct, field.name, ctypes.cast(table, ctypes.POINTER(ctypes.c_uint32)))
+                setattr(struct, field.name, ctypes.cast(table, c_type))
                 if field.name in self._table_counts:
-                    setattr(struct, self._table_counts[field.name], len(value))
+                    setattr(struct, self._table_counts[field.name], len(values))
             else:
                 setattr(struct, field.name, value)
         return struct, keep_alive
@@ -199,6 +202,21 @@ class FreqKVParams(_Params):
     _default_function = "kvc_freqkv_params_default"
 
 
+@dataclasses.dataclass
+class FaedKVParams(_Params):
+    """kvc_faedkv_params (FAEDKV): at end_prefill() each layer's prompt keeps `sinks` and
+    `recent_window` tokens exactly and its middle as the kept chunks of its DFT along the
+    sequence; `chunk_importance` ([layers][chunks] floats) or `chunk_keep` ([layers][chunks],
+    nonzero keeps) choose the chunks. Keys arrive already rotated (no libkvc RoPE)."""
+    sinks: Optional[int] = None
+    recent_window: Optional[int] = None
+    chunks: Optional[int] = None
+    retain_ratio: Optional[float] = None
+    chunk_importance: Optional[Sequence[float]] = None
+    chunk_keep: Optional[Sequence[int]] = None
+    _default_function = "kvc_faedkv_params_default"
+
+
 class Policy(enum.IntEnum):
     """kvc_policy; kvc.h documents each. A new policy is one line here: its kvc.h value and its
     parameter class (None when it takes none)."""
@@ -219,6 +237,7 @@ class Policy(enum.IntEnum):
     HITKV = 7, WindowParams
     PHITKV = 8, WindowParams
     FREQKV = 9, FreqKVParams
+    FAEDKV = 10, FaedKVParams
 
 
 @dataclasses.dataclass(frozen=True)
@@ -613,7 +632,8 @@ class Cache:
                           stats.compressions)
 
     def end_prefill(self) -> None:
-        """kvc_cache_end_prefill: the prompt ended; the observation-window policies select now."""
+        """kvc_cache_end_prefill: the prompt ended; the observation-window policies select, and
+        FAEDKV transforms the prompt's middle, now."""
         self.context._call("kvc_cache_end_prefill", self.handle)
 
     def reset(self) -> None:

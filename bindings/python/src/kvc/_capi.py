@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-from ctypes import POINTER, Structure, c_char, c_char_p, c_float, c_int, c_int32, c_uint32, c_uint64, c_void_p
+from ctypes import POINTER, Structure, c_char, c_char_p, c_float, c_int, c_int32, c_uint8, c_uint32, c_uint64, c_void_p
 from pathlib import Path
 
 # kvc.h's version this file mirrors; the loaded library must have the same major and minor.
@@ -54,6 +54,11 @@ class freqkv_params(Structure):
     _fields_ = [("struct_size", c_uint32), ("sink_tokens", c_uint32), ("retain_ratio", c_float)]
 
 
+class faedkv_params(Structure):
+    _fields_ = [("struct_size", c_uint32), ("sinks", c_uint32), ("recent_window", c_uint32), ("chunks", c_uint32),
+                ("retain_ratio", c_float), ("chunk_importance", POINTER(c_float)), ("chunk_keep", POINTER(c_uint8))]
+
+
 class cache_stats(Structure):
     _fields_ = [("struct_size", c_uint32), ("tokens_seen", c_uint64), ("slots_held", c_uint64),
                 ("device_bytes_held", c_uint64), ("bytes_per_slot", c_uint64), ("compressions", c_uint64)]
@@ -83,6 +88,7 @@ _SIGNATURES = {
     "kvc_context_info_get": (status_t, [c_void_p, POINTER(context_info)]),
     "kvc_eviction_params_default": (eviction_params, []),
     "kvc_freqkv_params_default": (freqkv_params, []),
+    "kvc_faedkv_params_default": (faedkv_params, []),
     "kvc_cache_desc_default": (cache_desc, []),
     "kvc_cache_create": (status_t, [c_void_p, POINTER(cache_desc), POINTER(c_void_p)]),
     "kvc_cache_destroy": (None, [c_void_p]),

@@ -13,8 +13,9 @@ the attention function appends them to libkvc and runs libkvc's causal attention
 queries, in pieces of `prefill_chunk` tokens when that is set (an eviction policy's cache holds
 `capacity` plus `chunk_slots`; FREQKV's pieces fit the room its window has). Keys arrive after the model's RoPE, so the libkvc cache is made
 with RopeStyle.NONE: it works for any model whose attention is softmax(q k^T * scaling) v, with
-the positions the model gives. The prompt ends, for the observation-window policies (SNAPKV,
-PYRAMIDKV, HITKV, PHITKV), at the first forward of one token after it (kvc_cache_end_prefill).
+the positions the model gives (FAEDKV asks for keys rotated so). The prompt ends, for the
+observation-window policies (SNAPKV, PYRAMIDKV, HITKV, PHITKV) and FAEDKV, at the first forward of
+one token after it (kvc_cache_end_prefill).
 
 Limits: batch size 1 (a libkvc cache is one sequence), no padding mask, no beam search or
 cropping, float32 or float16 models (libkvc stores f32 or f16; bfloat16 is refused).
@@ -33,7 +34,8 @@ from transformers.cache_utils import Cache, CacheLayerMixin
 import kvc
 
 ATTENTION_NAME = "kvc"
-_WINDOW_POLICIES = {kvc.Policy.SNAPKV, kvc.Policy.PYRAMIDKV, kvc.Policy.HITKV, kvc.Policy.PHITKV}
+# The policies that act when the prompt ends (kvc_cache_end_prefill).
+_ENDS_PREFILL = {kvc.Policy.SNAPKV, kvc.Policy.PYRAMIDKV, kvc.Policy.HITKV, kvc.Policy.PHITKV, kvc.Policy.FAEDKV}
 # The KvcCache whose update() ran last: the attention function of the same layer reads it.
 _active_cache: contextvars.ContextVar[Optional["KvcCache"]] = contextvars.ContextVar("kvc_active_cache", default=None)
 
@@ -144,7 +146,7 @@ class KvcCache(Cache):
         keys, values = layer.pending
         layer.pending = None
         n = keys.shape[0]
-        if (self.policy in _WINDOW_POLICIES and not self.prefill_ended and n == 1
+        if (self.policy in _ENDS_PREFILL and not self.prefill_ended and n == 1
                 and layer.tokens_seen > 1 and layer_idx == 0):
             self.kvc_cache.end_prefill()  # every layer attended the whole prompt in the last forward
             self.prefill_ended = True

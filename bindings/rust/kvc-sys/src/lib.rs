@@ -49,6 +49,7 @@ pub const KVC_POLICY_PYRAMIDKV: kvc_policy = 6;
 pub const KVC_POLICY_HITKV: kvc_policy = 7;
 pub const KVC_POLICY_PHITKV: kvc_policy = 8;
 pub const KVC_POLICY_FREQKV: kvc_policy = 9;
+pub const KVC_POLICY_FAEDKV: kvc_policy = 10;
 
 pub type kvc_rope_style = i32;
 pub const KVC_ROPE_NONE: kvc_rope_style = 0;
@@ -142,6 +143,18 @@ pub struct kvc_freqkv_params {
 }
 
 #[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct kvc_faedkv_params {
+    pub struct_size: u32,
+    pub sinks: u32,
+    pub recent_window: u32,
+    pub chunks: u32,
+    pub retain_ratio: f32,
+    pub chunk_importance: *const f32,
+    pub chunk_keep: *const u8,
+}
+
+#[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct kvc_cache_stats {
     pub struct_size: u32,
@@ -190,6 +203,7 @@ extern "C" {
 
     pub fn kvc_eviction_params_default() -> kvc_eviction_params;
     pub fn kvc_freqkv_params_default() -> kvc_freqkv_params;
+    pub fn kvc_faedkv_params_default() -> kvc_faedkv_params;
     pub fn kvc_cache_desc_default() -> kvc_cache_desc;
     pub fn kvc_cache_create(context: *mut kvc_context, desc: *const kvc_cache_desc, out_cache: *mut *mut kvc_cache)
         -> kvc_status;
@@ -239,6 +253,7 @@ mod tests {
             assert_eq!(kvc_cache_desc_default().struct_size as usize, size_of::<kvc_cache_desc>());
             assert_eq!(kvc_eviction_params_default().struct_size as usize, size_of::<kvc_eviction_params>());
             assert_eq!(kvc_freqkv_params_default().struct_size as usize, size_of::<kvc_freqkv_params>());
+            assert_eq!(kvc_faedkv_params_default().struct_size as usize, size_of::<kvc_faedkv_params>());
             assert_eq!(kvc_window_policy_params_default().struct_size as usize, size_of::<kvc_window_policy_params>());
             assert_eq!(kvc_version_number(), KVC_VERSION_MAJOR * 10000 + KVC_VERSION_MINOR * 100 + KVC_VERSION_PATCH);
         }

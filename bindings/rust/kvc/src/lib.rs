@@ -270,6 +270,29 @@ impl Default for FreqKvParams {
     }
 }
 
+/// `kvc_faedkv_params` (FAEDKV); `Default` is the paper's: 10 sinks, 50 recent tokens, 22
+/// chunks, retain ratio 0.125, the lowest-frequency chunks. Keys arrive already rotated (a
+/// FAEDKV cache refuses libkvc's RoPE).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FaedKvParams {
+    pub sinks: u32,
+    pub recent_window: u32,
+    pub chunks: u32,
+    pub retain_ratio: f32,
+    /// `[layers][chunks]`: each layer keeps the chunks of largest importance.
+    pub chunk_importance: Option<Vec<f32>>,
+    /// `[layers][chunks]`: nonzero keeps the chunk (overrides retain_ratio and chunk_importance).
+    pub chunk_keep: Option<Vec<u8>>,
+}
+
+impl Default for FaedKvParams {
+    fn default() -> Self {
+        let d = unsafe { sys::kvc_faedkv_params_default() };
+        FaedKvParams { sinks: d.sinks, recent_window: d.recent_window, chunks: d.chunks, retain_ratio: d.retain_ratio,
+                       chunk_importance: None, chunk_keep: None }
+    }
+}
+
 /// A policy's parameters as the C struct kvc.h defines for them.
 trait PolicyParams {
     fn raw(&self) -> RawParams;
@@ -290,6 +313,19 @@ impl PolicyParams for WindowParams {
 impl PolicyParams for FreqKvParams {
     fn raw(&self) -> RawParams {
         RawPolicy::freqkv(self)
+    }
+}
+
+impl PolicyParams for FaedKvParams {
+    fn raw(&self) -> RawParams {
+        let mut raw = unsafe { sys::kvc_faedkv_params_default() };
+        raw.sinks = self.sinks;
+        raw.recent_window = self.recent_window;
+        raw.chunks = self.chunks;
+        raw.retain_ratio = self.retain_ratio;
+        raw.chunk_importance = self.chunk_importance.as_ref().map_or(ptr::null(), |t| t.as_ptr());
+        raw.chunk_keep = self.chunk_keep.as_ref().map_or(ptr::null(), |t| t.as_ptr());
+        RawParams::FaedKv(raw)
     }
 }
 
@@ -336,6 +372,8 @@ policies! {
     PhitKv(WindowParams) = KVC_POLICY_PHITKV,
     /// FreqKV: compress the cache in the frequency domain when it fills.
     FreqKv(FreqKvParams) = KVC_POLICY_FREQKV,
+    /// FAEDKV: the prompt's middle as chosen DFT bins, updated by the Infinite-Window DFT.
+    FaedKv(FaedKvParams) = KVC_POLICY_FAEDKV,
 }
 
 /// A policy's C parameter struct, alive while the cache is created.
@@ -344,6 +382,7 @@ enum RawParams {
     Eviction(sys::kvc_eviction_params),
     Window(sys::kvc_window_policy_params),
     FreqKv(sys::kvc_freqkv_params),
+    FaedKv(sys::kvc_faedkv_params),
 }
 
 struct RawPolicy {
@@ -392,6 +431,7 @@ impl RawPolicy {
             RawParams::Eviction(p) => p as *const _ as *const c_void,
             RawParams::Window(p) => p as *const _ as *const c_void,
             RawParams::FreqKv(p) => p as *const _ as *const c_void,
+            RawParams::FaedKv(p) => p as *const _ as *const c_void,
         }
     }
 }
