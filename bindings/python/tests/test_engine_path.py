@@ -1,0 +1,90 @@
+"""The device-resident path (kvc.Buffer, append_device / attend_device) and one-submission steps
+(step_begin / step_end / step_wait) give what the host path gives; PyTorch CPU tensors cross
+without a copy."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kvc
+from conftest import require_module
+
+LAYERS, Q_HEADS, KV_HEADS, HEAD_DIM, CAPACITY = 3, 8, 2, 32, 64
+
+
+def _aligned(nbytes, alignment):
+    return (nbytes + alignment - 1) // alignment * alignment
+
+
+def _new_cache(context, policy=kvc.Policy.FULL):
+    return kvc.Cache(context, layers=LAYERS, q_heads=Q_HEADS, kv_heads=KV_HEADS, head_dim=HEAD_DIM, capacity=CAPACITY,
+                     policy=policy, params=kvc.EvictionParams(chunk_slots=8) if policy != kvc.Policy.FULL else None)
+
+
+@pytest.mark.parametrize("policy", [kvc.Policy.FULL, kvc.Policy.H2O], ids=lambda p: p.name)
+def test_device_steps_match_host_calls(context, rng, policy):
+    alignment = context.info.buffer_offset_alignment
+    kv_stride = _aligned(8 * KV_HEADS * HEAD_DIM * 4, alignment)
+    q_stride = _aligned(8 * Q_HEADS * HEAD_DIM * 4, alignment)
+    with _new_cache(context, policy) as device_cache, _new_cache(context, policy) as host_cache, \
+            context.buffer(LAYERS * kv_stride) as k_buffer, context.buffer(LAYERS * kv_stride) as v_buffer, \
+            context.buffer(LAYERS * q_stride) as q_buffer, context.buffer(LAYERS * q_stride) as out_buffer, \
+            context.buffer(LAYERS * q_stride) as score_buffer:
+        assert k_buffer.nbytes == LAYERS * kv_stride
+        for n in (8, 8, 1, 1, 1):
+            k, v = (rng.standard_normal((LAYERS, n, KV_HEADS, HEAD_DIM)).astype(np.float32) for _ in range(2))
+            q = rng.standard_normal((LAYERS, n, Q_HEADS, HEAD_DIM)).astype(np.float32)
+            out = np.full((LAYERS, n, Q_HEADS, HEAD_DIM), np.nan, np.float32)
+            slots = [device_cache.layer_slots(layer) + n for layer in range(LAYERS)]
+            scores = [np.full((KV_HEADS, s), np.nan, np.float32) for s in slots]
+            context.step_begin()
+            for layer in range(LAYERS):
+                k_buffer.write(layer * kv_stride, k[layer])
+                v_buffer.write(layer * kv_stride, v[layer])
+                q_buffer.write(layer * q_stride, q[layer])
+                device_cache.append_device(layer, n, k_buffer.view(layer * kv_stride), v_buffer.view(layer * kv_stride))
+                device_cache.attend_device(layer, n, q_buffer.view(layer * q_stride), out_buffer.view(layer * q_stride),
+                                           score_buffer.view(layer * q_stride))
+                out_buffer.read(layer * q_stride, out[layer])
+                score_buffer.read(layer * q_stride, scores[layer])
+            context.step_end()
+            while not context.step_wait(0):
+                pass
+            for layer in range(LAYERS):
+                host_cache.append(layer, k[layer], v[layer])
+                expected, expected_scores = host_cache.attend(layer, q[layer], scores=True)
+                # Same backend, same kernels: the two paths differ in where the data lives only.
+                np.testing.assert_allclose(out[layer], expected, rtol=0, atol=1e-6)
+                np.testing.assert_allclose(scores[layer], expected_scores, rtol=0, atol=1e-6)
+        assert device_cache.stats == host_cache.stats
+
+
+def test_host_outputs_in_a_step_are_written_at_wait(context, rng):
+    with _new_cache(context) as cache:
+        with context.step():
+            outs = []
+            for layer in range(LAYERS):
+                k = rng.standard_normal((4, KV_HEADS, HEAD_DIM)).astype(np.float32)
+                cache.append(layer, k, k)
+                outs.append(cache.attend(layer, rng.standard_normal((4, Q_HEADS, HEAD_DIM)).astype(np.float32)))
+        assert all(np.isfinite(out).all() for out in outs)
+        with pytest.raises(kvc.BadStateError):
+            with context.step():
+                cache.read(0)  # refused inside a step
+        with pytest.raises(kvc.BadStateError):
+            context.step_end()  # no step is open
+
+
+def test_torch_tensors_cross_without_a_copy(context, rng):
+    torch = require_module("torch")
+    with kvc.Cache(context, layers=1, q_heads=4, kv_heads=2, head_dim=16, capacity=8, dtype=np.float16) as cache:
+        k = torch.from_numpy(rng.standard_normal((3, 2, 16)).astype(np.float16))
+        cache.append(0, k, k)
+        q = torch.from_numpy(rng.standard_normal((3, 4, 16)).astype(np.float16))
+        out = torch.empty(3, 4, 16, dtype=torch.float16)
+        returned = cache.attend(0, q, out=out)
+        assert returned.ctypes.data == out.data_ptr(), "the output was written into the tensor's memory"
+        expected = cache.attend(0, q.numpy())
+        np.testing.assert_array_equal(out.numpy(), expected)
+        with pytest.raises(kvc.DTypeMismatchError):
+            cache.append(0, k.to(torch.bfloat16), k.to(torch.bfloat16))

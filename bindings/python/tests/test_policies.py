@@ -1,0 +1,126 @@
+"""Every policy through the bindings: the same token stream (a prompt in chunks, then decode
+steps) on the Vulkan backend and on the CPU reference gives the same outputs and the same
+cache, and the compressing policies hold their budgets."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import kvc
+
+LAYERS, Q_HEADS, KV_HEADS, HEAD_DIM = 2, 4, 2, 32
+PROMPT_CHUNKS, DECODE_STEPS = (32, 32, 32), 40
+PROMPT = sum(PROMPT_CHUNKS)
+EVICTION_CAPACITY, WINDOW_BUDGET, FREQKV_WINDOW = 64, 48, 128
+
+# Per policy: (capacity, parameters, whether the prompt ends with end_prefill, slots each layer
+# holds at the end). A policy added to kvc.Policy needs a row here (test_every_policy_has_a_setup).
+_EVICTION = kvc.EvictionParams(chunk_slots=max(PROMPT_CHUNKS))
+_WINDOW = kvc.WindowParams(budget=WINDOW_BUDGET, window=16)
+SETUPS = {
+    kvc.Policy.FULL: (PROMPT + DECODE_STEPS, None, PROMPT + DECODE_STEPS),
+    kvc.Policy.STREAMING: (EVICTION_CAPACITY, _EVICTION, EVICTION_CAPACITY),
+    kvc.Policy.H2O: (EVICTION_CAPACITY, _EVICTION, EVICTION_CAPACITY),
+    kvc.Policy.TOVA: (EVICTION_CAPACITY, _EVICTION, EVICTION_CAPACITY),
+    kvc.Policy.TREEKV: (EVICTION_CAPACITY, _EVICTION, EVICTION_CAPACITY),
+    kvc.Policy.SNAPKV: (PROMPT + DECODE_STEPS, _WINDOW, WINDOW_BUDGET + DECODE_STEPS),
+    # PYRAMIDKV and PHITKV: the budget is the layers' average, so check the sum over layers.
+    kvc.Policy.PYRAMIDKV: (PROMPT + DECODE_STEPS, _WINDOW, WINDOW_BUDGET + DECODE_STEPS),
+    kvc.Policy.HITKV: (PROMPT + DECODE_STEPS, _WINDOW, WINDOW_BUDGET + DECODE_STEPS),
+    kvc.Policy.PHITKV: (PROMPT + DECODE_STEPS, _WINDOW, WINDOW_BUDGET + DECODE_STEPS),
+    # FreqKV compresses the 124 slots after 4 sinks to 62 whenever a layer holds N = 128.
+    kvc.Policy.FREQKV: (FREQKV_WINDOW, kvc.FreqKVParams(), None),
+    # FAEDKV: attention sees the 4 sinks, the 76-token middle rebuilt from 2 of 8 DFT chunks, and
+    # the 16 newest tokens; it stores only the sinks and the window as slots (STORED_SLOTS).
+    kvc.Policy.FAEDKV: (PROMPT, kvc.FaedKVParams(sinks=4, recent_window=16, chunks=8, retain_ratio=0.25), PROMPT),
+}
+ENDS_PREFILL = {kvc.Policy.SNAPKV, kvc.Policy.PYRAMIDKV, kvc.Policy.HITKV, kvc.Policy.PHITKV, kvc.Policy.FAEDKV}
+STORED_SLOTS = {kvc.Policy.FAEDKV: LAYERS * (4 + 16)}  # stats.slots_held where it is not the slots attention sees
+ROTATED_KEYS = {kvc.Policy.FAEDKV}  # policies that refuse libkvc's RoPE: keys arrive rotated
+
+
+def test_every_policy_has_a_setup():
+    assert set(SETUPS) == set(kvc.Policy)
+
+
+def _stream(context, policy, rng_seed):
+    """Runs the stream under `policy`; returns every attention output, the caches' contents and the stats."""
+    capacity, params, _ = SETUPS[policy]
+    rng = np.random.default_rng(rng_seed)
+    outputs = []
+    with kvc.Cache(context, layers=LAYERS, q_heads=Q_HEADS, kv_heads=KV_HEADS, head_dim=HEAD_DIM, capacity=capacity,
+                   policy=policy, params=params,
+                   rope=kvc.RopeStyle.NONE if policy in ROTATED_KEYS else kvc.RopeStyle.NEOX) as cache:
+        for step, n in enumerate(PROMPT_CHUNKS + (1,) * DECODE_STEPS):
+            if step == len(PROMPT_CHUNKS) and policy in ENDS_PREFILL:
+                cache.end_prefill()
+            for layer in range(LAYERS):
+                k, v = (rng.standard_normal((n, KV_HEADS, HEAD_DIM)).astype(np.float32) for _ in range(2))
+                cache.append(layer, k, v)
+                outputs.append(cache.attend(layer, rng.standard_normal((n, Q_HEADS, HEAD_DIM)).astype(np.float32)))
+        contents = [cache.read(layer) for layer in range(LAYERS)]
+        return outputs, contents, cache.stats, [cache.layer_slots(layer) for layer in range(LAYERS)]
+
+
+@pytest.mark.parametrize("policy", list(kvc.Policy), ids=lambda p: p.name)
+def test_policy_on_vulkan_matches_cpu_reference(vulkan_context, rng, policy):
+    seed = int(rng.integers(2**31))
+    with kvc.Context(backend=kvc.Backend.CPU) as cpu:
+        expected_outputs, expected_contents, expected_stats, expected_slots = _stream(cpu, policy, seed)
+    outputs, contents, stats, slots = _stream(vulkan_context, policy, seed)
+    # The demo's bound: lavapipe and the CPU reference agree within 1e-4 of the output scale.
+    for out, expected in zip(outputs, expected_outputs):
+        assert np.abs(out - expected).max() <= 1e-4 * np.abs(expected).max()
+    assert slots == expected_slots
+    # device_bytes_held is the backend's own memory (FAEDKV's Vulkan path holds FFT buffers the
+    # CPU reference does not); every counter must agree.
+    assert dataclasses.replace(stats, device_bytes_held=0) == dataclasses.replace(expected_stats, device_bytes_held=0)
+    for (k, v, positions), (k_ref, v_ref, positions_ref) in zip(contents, expected_contents):
+        # Slots come back in no particular order under eviction: compare them sorted by position.
+        for head in range(KV_HEADS):
+            order, order_ref = np.argsort(positions[head]), np.argsort(positions_ref[head])
+            np.testing.assert_array_equal(positions[head][order], positions_ref[head][order_ref])
+            # Stored slots are copies (exact up to f32 RoPE-free storage); FAEDKV rebuilds its middle
+            # from the kept bins, by VkFFT in f32 on the device and by the formula in double on the CPU.
+            np.testing.assert_allclose(k[head][order], k_ref[head][order_ref], rtol=0, atol=1e-4)
+            np.testing.assert_allclose(v[head][order], v_ref[head][order_ref], rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize("policy", list(kvc.Policy), ids=lambda p: p.name)
+def test_policy_holds_its_budget(context, rng, policy):
+    _, contents, stats, slots = _stream(context, policy, int(rng.integers(2**31)))
+    capacity, _, held = SETUPS[policy]
+    assert stats.tokens_seen == LAYERS * (PROMPT + DECODE_STEPS)
+    assert stats.slots_held == STORED_SLOTS.get(policy, sum(slots))
+    if policy in (kvc.Policy.PYRAMIDKV, kvc.Policy.PHITKV):
+        assert sum(slots) == LAYERS * held
+    elif held is not None:
+        assert slots == [held] * LAYERS
+    else:
+        assert all(s <= capacity for s in slots)
+    if policy != kvc.Policy.FULL:
+        assert stats.slots_held < stats.tokens_seen and stats.compressions > 0
+    for (k, v, positions), s in zip(contents, slots):
+        assert k.shape == v.shape == (KV_HEADS, s, HEAD_DIM) and positions.shape == (KV_HEADS, s)
+        assert np.isfinite(k).all() and np.isfinite(v).all()
+
+
+def test_per_layer_tables(context, rng):
+    """Table parameters (EvictionParams.layer_capacities, WindowParams.layer_budgets) reach libkvc."""
+    k = rng.standard_normal((64, KV_HEADS, HEAD_DIM)).astype(np.float32)
+    q = rng.standard_normal((64, Q_HEADS, HEAD_DIM)).astype(np.float32)
+    with kvc.Cache(context, layers=2, q_heads=Q_HEADS, kv_heads=KV_HEADS, head_dim=HEAD_DIM, capacity=48,
+                   policy=kvc.Policy.H2O, params=kvc.EvictionParams(chunk_slots=64, layer_capacities=[40, 24])) as cache:
+        for layer in range(2):
+            cache.append(layer, k, k)
+            cache.attend(layer, q)
+        assert [cache.layer_slots(layer) for layer in range(2)] == [40, 24]
+    with kvc.Cache(context, layers=2, q_heads=Q_HEADS, kv_heads=KV_HEADS, head_dim=HEAD_DIM, capacity=64,
+                   policy=kvc.Policy.PYRAMIDKV, params=kvc.WindowParams(budget=25, window=8, layer_budgets=[30, 20])) as cache:
+        for layer in range(2):
+            cache.append(layer, k, k)
+            cache.attend(layer, q)
+        cache.end_prefill()
+        assert [cache.layer_slots(layer) for layer in range(2)] == [30, 20]

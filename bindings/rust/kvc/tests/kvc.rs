@@ -1,0 +1,346 @@
+//! The safe crate against references: FULL attention against a float64 attention written here,
+//! every policy on Vulkan (lavapipe in CI) against the CPU backend, the errors, and the device
+//! path with one-submission steps against the host calls. Random inputs; the seed is printed
+//! and KVC_TEST_SEED repeats it. Without a Vulkan device the Vulkan halves are skipped with a
+//! message, unless KVC_REQUIRE_GPU=1 (CI) makes that a failure.
+use kvc::{Backend, Cache, CacheDesc, Context, DType, EvictionParams, FaedKvParams, FreqKvParams, Policy, Rope, Status,
+          WindowParams};
+
+/// The demo's generator (samples/demo.c), seeded from KVC_TEST_SEED or the clock.
+struct Random(u64);
+
+impl Random {
+    fn seeded(test: &str) -> Random {
+        let seed = std::env::var("KVC_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 % (1 << 31)
+        });
+        println!("{test}: seed {seed} (KVC_TEST_SEED={seed} repeats it)");
+        Random(seed)
+    }
+
+    fn unit(&mut self) -> f32 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((self.0 >> 40) & 0xffffff) as f32 / 16777216.0 * 2.0 - 1.0
+    }
+
+    fn vec(&mut self, n: usize) -> Vec<f32> {
+        (0..n).map(|_| self.unit()).collect()
+    }
+}
+
+fn vulkan() -> Option<Context> {
+    match Context::new(Backend::Vulkan) {
+        Ok(ctx) => Some(ctx),
+        Err(e) if std::env::var("KVC_REQUIRE_GPU").as_deref() == Ok("1") => panic!("KVC_REQUIRE_GPU=1 but {e}"),
+        Err(e) => {
+            println!("skipped on Vulkan: {e}");
+            None
+        }
+    }
+}
+
+fn contexts() -> Vec<Context> {
+    let mut contexts = vec![Context::new(Backend::Cpu).unwrap()];
+    contexts.extend(vulkan());
+    contexts
+}
+
+/// Causal grouped-query attention in f64: q [n][H][d] are the newest n of the slots k, v
+/// [S][KV][d]; query i sees slots 0..=slots_before + i.
+fn reference_attention(q: &[f32], k: &[f32], v: &[f32], q_heads: usize, kv_heads: usize, head_dim: usize,
+                       slots_before: usize) -> Vec<f64> {
+    let n = q.len() / (q_heads * head_dim);
+    let mut out = vec![0.0; q.len()];
+    for i in 0..n {
+        let visible = slots_before + i + 1;
+        for h in 0..q_heads {
+            let kv = h / (q_heads / kv_heads);
+            let query = &q[(i * q_heads + h) * head_dim..][..head_dim];
+            let logits: Vec<f64> = (0..visible)
+                .map(|s| {
+                    let key = &k[(s * kv_heads + kv) * head_dim..][..head_dim];
+                    query.iter().zip(key).map(|(a, b)| *a as f64 * *b as f64).sum::<f64>() / (head_dim as f64).sqrt()
+                })
+                .collect();
+            let max = logits.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let weights: Vec<f64> = logits.iter().map(|l| (l - max).exp()).collect();
+            let total: f64 = weights.iter().sum();
+            for (s, w) in weights.iter().enumerate() {
+                for d in 0..head_dim {
+                    out[(i * q_heads + h) * head_dim + d] += w / total * v[(s * kv_heads + kv) * head_dim + d] as f64;
+                }
+            }
+        }
+    }
+    out
+}
+
+fn max_error(actual: &[f32], expected: &[f64]) -> (f64, f64) {
+    let error = actual.iter().zip(expected).map(|(a, e)| (*a as f64 - e).abs()).fold(0.0, f64::max);
+    (error, expected.iter().map(|e| e.abs()).fold(0.0, f64::max))
+}
+
+#[test]
+fn full_attention_matches_reference() {
+    let mut random = Random::seeded("full_attention_matches_reference");
+    for ctx in contexts() {
+        for &(q_heads, kv_heads, head_dim) in &[(4usize, 4usize, 16usize), (8, 2, 64), (6, 1, 128)] {
+            let desc = CacheDesc { layers: 1, q_heads: q_heads as u32, kv_heads: kv_heads as u32,
+                                   head_dim: head_dim as u32, capacity: 64, ..Default::default() };
+            let mut cache = ctx.cache(&desc).unwrap();
+            let (mut keys, mut values) = (Vec::new(), Vec::new());
+            for n in [9usize, 1, 1, 17] {
+                let k = random.vec(n * kv_heads * head_dim);
+                let v = random.vec(n * kv_heads * head_dim);
+                let q = random.vec(n * q_heads * head_dim);
+                cache.append(0, &k, &v).unwrap();
+                let slots_before = keys.len() / (kv_heads * head_dim);
+                keys.extend_from_slice(&k);
+                values.extend_from_slice(&v);
+                let mut out = vec![f32::NAN; q.len()];
+                cache.attend(0, &q, &mut out).unwrap();
+                let expected = reference_attention(&q, &keys, &values, q_heads, kv_heads, head_dim, slots_before);
+                let (error, scale) = max_error(&out, &expected);
+                // f32 against f64: accumulation order only, ~1e-6 of the output scale.
+                assert!(error <= 1e-4 * scale, "{:?} {q_heads}/{kv_heads}/{head_dim}: error {error} of {scale}",
+                        ctx.info().unwrap().backend);
+            }
+            let layer = cache.read::<f32>(0).unwrap();
+            assert_eq!(layer.slots, 28);
+            assert_eq!(layer.positions[..28].to_vec(), (0..28).collect::<Vec<i32>>());
+        }
+    }
+}
+
+const LAYERS: u32 = 2;
+const Q_HEADS: u32 = 4;
+const KV_HEADS: u32 = 2;
+const HEAD_DIM: u32 = 32;
+const PROMPT_CHUNKS: [u32; 3] = [32, 32, 32];
+const DECODE_STEPS: u32 = 40;
+
+/// Every policy with a setup that compresses: (policy, capacity, whether the prompt ends with
+/// end_prefill, slots each layer holds at the end or None for "at most capacity").
+fn policies() -> Vec<(Policy, u32, bool, Option<u32>)> {
+    let eviction = EvictionParams { chunk_slots: 32, ..Default::default() };
+    let window = WindowParams { budget: 48, window: 16, ..Default::default() };
+    let total = 96 + DECODE_STEPS;
+    vec![
+        (Policy::Full, total, false, Some(total)),
+        (Policy::Streaming(eviction.clone()), 64, false, Some(64)),
+        (Policy::H2O(eviction.clone()), 64, false, Some(64)),
+        (Policy::Tova(eviction.clone()), 64, false, Some(64)),
+        (Policy::TreeKv(eviction), 64, false, Some(64)),
+        (Policy::SnapKv(window.clone()), total, true, Some(48 + DECODE_STEPS)),
+        (Policy::PyramidKv(window.clone()), total, true, None),
+        (Policy::HitKv(window.clone()), total, true, Some(48 + DECODE_STEPS)),
+        (Policy::PhitKv(window), total, true, None),
+        (Policy::FreqKv(FreqKvParams::default()), 128, false, None),
+        // Attention sees FAEDKV's 4 sinks, its 76-token middle rebuilt from 2 of 8 DFT chunks and
+        // its 16 newest tokens: 96 slots, of which it stores 20.
+        (Policy::FaedKv(FaedKvParams { sinks: 4, recent_window: 16, chunks: 8, retain_ratio: 0.25, ..Default::default() }),
+         96, true, Some(96)),
+    ]
+}
+
+struct Run {
+    outputs: Vec<Vec<f32>>,
+    slots: Vec<u32>,
+    stats: kvc::CacheStats,
+}
+
+fn stream(ctx: &Context, policy: &Policy, capacity: u32, ends_prefill: bool, seed: u64) -> Run {
+    let mut random = Random(seed);
+    let desc = CacheDesc { layers: LAYERS, q_heads: Q_HEADS, kv_heads: KV_HEADS, head_dim: HEAD_DIM, capacity,
+                           policy: policy.clone(),
+                           // FAEDKV takes keys already rotated: it refuses libkvc's RoPE.
+                           rope: if matches!(policy, Policy::FaedKv(_)) { Rope::None } else { Rope::Neox },
+                           ..Default::default() };
+    let mut cache = ctx.cache(&desc).unwrap();
+    let mut outputs = Vec::new();
+    let chunks = PROMPT_CHUNKS.iter().cloned().chain(std::iter::repeat(1).take(DECODE_STEPS as usize));
+    for (step, n) in chunks.enumerate() {
+        if step == PROMPT_CHUNKS.len() && ends_prefill {
+            cache.end_prefill().unwrap();
+        }
+        for layer in 0..LAYERS {
+            let k = random.vec((n * KV_HEADS * HEAD_DIM) as usize);
+            let v = random.vec(k.len());
+            let q = random.vec((n * Q_HEADS * HEAD_DIM) as usize);
+            cache.append(layer, &k, &v).unwrap();
+            let mut out = vec![0.0; q.len()];
+            cache.attend(layer, &q, &mut out).unwrap();
+            outputs.push(out);
+        }
+    }
+    Run { outputs, slots: (0..LAYERS).map(|l| cache.layer_slots(l).unwrap()).collect(), stats: cache.stats().unwrap() }
+}
+
+#[test]
+fn every_policy_holds_its_budget_and_vulkan_matches_cpu() {
+    let seed = Random::seeded("every_policy_holds_its_budget_and_vulkan_matches_cpu").0;
+    let cpu = Context::new(Backend::Cpu).unwrap();
+    let device = vulkan();
+    for (policy, capacity, ends_prefill, held) in policies() {
+        let expected = stream(&cpu, &policy, capacity, ends_prefill, seed);
+        assert_eq!(expected.stats.tokens_seen, (LAYERS * (96 + DECODE_STEPS)) as u64);
+        match held {
+            Some(held) => assert_eq!(expected.slots, vec![held; LAYERS as usize], "{policy:?}"),
+            None => assert!(expected.slots.iter().all(|s| *s <= capacity), "{policy:?}: {:?}", expected.slots),
+        }
+        if policy != Policy::Full {
+            assert!(expected.stats.slots_held < expected.stats.tokens_seen && expected.stats.compressions > 0);
+        }
+        if let Some(device) = &device {
+            let actual = stream(device, &policy, capacity, ends_prefill, seed);
+            assert_eq!(actual.slots, expected.slots, "{policy:?}");
+            // device_bytes_held is the backend's own memory (FAEDKV's Vulkan path holds FFT
+            // buffers the CPU reference does not); every counter must agree.
+            let counters = |s: kvc::CacheStats| kvc::CacheStats { device_bytes_held: 0, ..s };
+            assert_eq!(counters(actual.stats), counters(expected.stats), "{policy:?}");
+            for (a, e) in actual.outputs.iter().zip(&expected.outputs) {
+                let e: Vec<f64> = e.iter().map(|x| *x as f64).collect();
+                let (error, scale) = max_error(a, &e);
+                // The demo's bound: lavapipe and the CPU reference agree within 1e-4 of the scale.
+                assert!(error <= 1e-4 * scale, "{policy:?}: error {error} of {scale}");
+            }
+        }
+    }
+}
+
+fn small_cache(ctx: &Context) -> Cache<'_> {
+    ctx.cache(&CacheDesc { layers: 2, q_heads: 4, kv_heads: 2, head_dim: 16, capacity: 8, ..Default::default() })
+        .unwrap()
+}
+
+#[test]
+fn errors_carry_status_and_message_and_change_nothing() {
+    let mut random = Random::seeded("errors_carry_status_and_message_and_change_nothing");
+    for ctx in contexts() {
+        let mut cache = small_cache(&ctx);
+        let k = random.vec(3 * 2 * 16);
+        cache.append(0, &k, &k).unwrap();
+        let before = (cache.stats().unwrap(), cache.read::<f32>(0).unwrap());
+        let one = vec![1.0f32; 32];
+        let mut nan = one.clone();
+        nan[5] = f32::NAN;
+        let cases: Vec<(Status, kvc::Result<()>)> = vec![
+            (Status::OutOfRange, cache.append(2, &one, &one)),
+            (Status::Capacity, cache.append(0, &vec![1.0; 6 * 32], &vec![1.0; 6 * 32])),
+            (Status::NotFinite, cache.append(0, &nan, &one)),
+            (Status::DtypeMismatch, cache.append(0, &vec![0u16; 32], &vec![0u16; 32])),
+            (Status::InvalidArgument, cache.append(0, &one[..31], &one[..31])),
+            (Status::BadState, cache.attend(0, &vec![1.0; 4 * 4 * 16], &mut vec![0.0; 4 * 4 * 16])),
+            (Status::BadState, cache.attend(1, &vec![1.0; 4 * 16], &mut vec![0.0; 4 * 16])),
+        ];
+        for (status, result) in cases {
+            let error = result.expect_err("the call must fail");
+            assert_eq!(error.status, status, "{error}");
+            assert!(!error.message.is_empty());
+            assert!(error.to_string().starts_with(status.name()));
+        }
+        assert_eq!((cache.stats().unwrap(), cache.read::<f32>(0).unwrap()), before);
+        let error = ctx.cache(&CacheDesc { layers: 1, q_heads: 4, kv_heads: 2, head_dim: 12, capacity: 8,
+                                           ..Default::default() }).unwrap_err();
+        assert_eq!(error.status, Status::InvalidArgument);
+        assert!(error.message.contains("head_dim"), "{error}");
+    }
+}
+
+#[test]
+fn device_steps_match_host_calls() {
+    let mut random = Random::seeded("device_steps_match_host_calls");
+    for ctx in contexts() {
+        let align = ctx.info().unwrap().buffer_offset_alignment as u64;
+        let (n, layers) = (8u32, 2u32);
+        let kv_len = (n * 2 * 16) as usize;
+        let q_len = (n * 4 * 16) as usize;
+        let stride = |values: usize| ((values * 4) as u64).div_ceil(align) * align;
+        let (kv_stride, q_stride) = (stride(kv_len), stride(q_len));
+        let (k_buf, v_buf) = (ctx.buffer(layers as u64 * kv_stride).unwrap(), ctx.buffer(layers as u64 * kv_stride).unwrap());
+        let (q_buf, out_buf) = (ctx.buffer(layers as u64 * q_stride).unwrap(), ctx.buffer(layers as u64 * q_stride).unwrap());
+        assert_eq!(k_buf.size().unwrap(), layers as u64 * kv_stride);
+        let mut device_cache = small_cache(&ctx);
+        let mut host_cache = small_cache(&ctx);
+        let inputs: Vec<(Vec<f32>, Vec<f32>, Vec<f32>)> =
+            (0..layers).map(|_| (random.vec(kv_len), random.vec(kv_len), random.vec(q_len))).collect();
+        let mut step = ctx.step().unwrap();
+        for layer in 0..layers {
+            let (k, v, q) = &inputs[layer as usize];
+            let (kv_at, q_at) = (layer as u64 * kv_stride, layer as u64 * q_stride);
+            k_buf.write(kv_at, k).unwrap();
+            v_buf.write(kv_at, v).unwrap();
+            q_buf.write(q_at, q).unwrap();
+            device_cache.append_device(layer, n, k_buf.view(kv_at), v_buf.view(kv_at)).unwrap();
+            device_cache.attend_device(layer, n, q_buf.view(q_at), out_buf.view(q_at), None).unwrap();
+        }
+        // Host outputs inside a step are refused: libkvc would write them after the call.
+        let error = host_cache.attend(0, &inputs[0].2, &mut vec![0.0; q_len]).unwrap_err();
+        assert_eq!(error.status, Status::BadState);
+        step.end().unwrap();
+        while !step.wait(0).unwrap() {}
+        drop(step);
+        for layer in 0..layers {
+            let (k, v, q) = &inputs[layer as usize];
+            let mut out = vec![f32::NAN; q_len];
+            out_buf.read(layer as u64 * q_stride, &mut out).unwrap();
+            let mut expected = vec![0.0; q_len];
+            host_cache.append(layer, k, v).unwrap();
+            host_cache.attend(layer, q, &mut expected).unwrap();
+            // Same backend, same kernels: the paths differ only in where the data lives.
+            assert!(out.iter().zip(&expected).all(|(a, e)| (a - e).abs() <= 1e-6), "layer {layer}");
+        }
+        assert_eq!(device_cache.stats().unwrap(), host_cache.stats().unwrap());
+    }
+}
+
+#[test]
+fn f16_cache_takes_u16_bits() {
+    let ctx = Context::new(Backend::Cpu).unwrap();
+    let mut cache = ctx.cache(&CacheDesc { layers: 1, q_heads: 2, kv_heads: 1, head_dim: 8, capacity: 4,
+                                          dtype: DType::F16, ..Default::default() }).unwrap();
+    let one = 0x3C00u16; // 1.0 in binary16
+    let v: Vec<u16> = (0..8).map(|i| 0x3C00 + (i << 10)).collect(); // 1, 2, 4, ..., 128
+    cache.append(0, &[one; 8], &v).unwrap();
+    let mut out = [0u16; 16];
+    cache.attend(0, &[0u16; 16], &mut out).unwrap();
+    assert_eq!(out[..8], v[..], "one slot: attention returns its value");
+}
+
+#[test]
+fn context_is_send() {
+    fn assert_send<T: Send>(_: T) {}
+    assert_send(Context::new(Backend::Cpu).unwrap());
+    let ctx = Context::new(Backend::Cpu).unwrap();
+    let handle = std::thread::spawn(move || ctx.info().unwrap().backend);
+    assert_eq!(handle.join().unwrap(), Backend::Cpu);
+    assert!(kvc::version().starts_with("0.2."));
+}
+
+#[test]
+fn per_layer_tables_reach_libkvc() {
+    let mut random = Random::seeded("per_layer_tables_reach_libkvc");
+    let (k, q) = (random.vec(64 * 2 * 32), random.vec(64 * 4 * 32));
+    let mut out = vec![0.0; q.len()];
+    for ctx in contexts() {
+        let tables = [
+            (Policy::H2O(EvictionParams { chunk_slots: 64, layer_capacities: Some(vec![40, 24]), ..Default::default() }), 48),
+            (Policy::PyramidKv(WindowParams { budget: 25, window: 8, layer_budgets: Some(vec![30, 20]),
+                                              ..Default::default() }), 64),
+        ];
+        for (policy, capacity) in tables {
+            let ends_prefill = matches!(policy, Policy::PyramidKv(_));
+            let mut cache = ctx.cache(&CacheDesc { layers: 2, q_heads: 4, kv_heads: 2, head_dim: 32, capacity, policy,
+                                                   ..Default::default() }).unwrap();
+            for layer in 0..2 {
+                cache.append(layer, &k, &k).unwrap();
+                cache.attend(layer, &q, &mut out).unwrap();
+            }
+            if ends_prefill {
+                cache.end_prefill().unwrap();
+            }
+            let slots: Vec<u32> = (0..2).map(|l| cache.layer_slots(l).unwrap()).collect();
+            assert_eq!(slots, if ends_prefill { vec![30, 20] } else { vec![40, 24] });
+        }
+    }
+}
