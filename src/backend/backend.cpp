@@ -152,6 +152,7 @@ void Backend::collect_released() {
   recorder_->wait(UINT64_MAX);
   external_pending_ = false;
   released_.clear();
+  fft_plans_->trim();
 }
 
 Tensor& Backend::scratch(ScratchId id, size_t bytes) {

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "backend/backend.h"
@@ -55,6 +56,11 @@ std::vector<uint32_t> spectral_bin_map(const std::vector<uint32_t>& bins, uint32
 // The segment the stored bins describe: f32 [num_heads][M][head_dim], in double.
 std::vector<float> spectral_reconstruct_cpu(uint32_t num_heads, uint32_t head_dim, uint32_t segment_length,
                                             const std::vector<uint32_t>& bins, const float* spectrum);
+
+// What the Vulkan route needs for segments of M tokens (its FFT plan), kept while the handle
+// lives: a cache holding one makes nothing on its decode path. Null on the CPU.
+std::shared_ptr<void> spectral_attention_keep(Backend& backend, uint32_t segment_length, uint32_t num_q_heads);
+std::shared_ptr<void> spectral_attention_keep_vulkan(Backend& backend, uint32_t segment_length, uint32_t num_q_heads);
 
 void spectral_attention(Backend& backend, const SpectralAttentionShape& shape, const SpectralAttentionArgs& args);
 void spectral_attention_cpu(const SpectralAttentionShape& shape, const SpectralAttentionArgs& args);

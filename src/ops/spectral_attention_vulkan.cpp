@@ -2,7 +2,7 @@
 // inverse FFT (the segment's logits), the held slots' logits, the softmax over both, a forward
 // FFT of the probabilities, and the value sum over the stored bins (in blocks, then their
 // total). A chunk of queries takes its queries in turn through the same plan, so one plan of
-// num_q_heads transforms per segment length serves every call, made before the decode path.
+// num_q_heads transforms per segment length serves every call (spectral_attention_keep).
 #include <algorithm>
 #include <cmath>
 
@@ -46,6 +46,10 @@ size_t aligned(size_t bytes) { return (bytes + kBindingAlignment - 1) / kBinding
 uint32_t groups_for(uint64_t items) { return std::min(group_count_unbounded(items, kWorkgroupSize), kMaxGroups); }
 
 }  // namespace
+
+std::shared_ptr<void> spectral_attention_keep_vulkan(Backend& backend, uint32_t segment_length, uint32_t num_q_heads) {
+  return backend.fft_plans().keep({segment_length, num_q_heads});
+}
 
 void spectral_attention_vulkan(Backend& backend, const SpectralAttentionShape& shape, const SpectralAttentionArgs& args) {
   const uint32_t rows = shape.num_q_heads, group = shape.num_q_heads / shape.num_kv_heads;  // one query's

@@ -195,7 +195,8 @@ void FaedKvPolicy::end_prefill(Cache& cache) {
   Backend& backend = cache.backend();
   if (!backend.is_cpu()) {
     // The transforms are planned before anything changes (a length VkFFT refuses fails the
-    // call cleanly) and never on the decode path: the prompt's, and the queries'.
+    // call cleanly): the prompt's, and the queries' (each layer keeps that one: none is made
+    // on the decode path).
     for (uint32_t layer = 0; layer < config_.num_layers; ++layer) {
       const uint32_t segment = cache.layer(layer).slots_held - sinks_ - recent_window_;
       backend.fft_plans().get({segment, config_.head_dim / 2});
@@ -241,6 +242,7 @@ void FaedKvPolicy::transform_prompt(Cache& cache, uint32_t layer_index, LayerSpe
   const size_t state_bytes = size_t(config_.num_kv_heads) * num_bins * config_.head_dim * 8;
   spectrum.key_states = std::make_unique<Tensor>(backend, state_bytes);
   spectrum.value_states = std::make_unique<Tensor>(backend, state_bytes);
+  spectrum.attention_plan = ops::spectral_attention_keep(backend, segment, config_.num_q_heads);
 
   // Eq. 10, as a running mean (eq. 9 with N = M tokens folded in).
   ops::SegmentSpectrumShape transform{config_.num_kv_heads, config_.head_dim, layer.slot_stride, sinks_, segment, segment, 0,

@@ -45,6 +45,7 @@ class FaedKvPolicy : public Policy {
     uint32_t segment_length = 0;        // M
     uint64_t folded = 0;                // N: tokens in the state (M after the prompt)
     uint32_t ring_start = 0;            // the window's oldest token is at slot sinks + ring_start
+    std::shared_ptr<void> attention_plan;  // ops::spectral_attention_keep
   };
 
   struct KeptStorage {

@@ -75,10 +75,14 @@ void FftPlan::record(Recorder& recorder, bool inverse) {
   require(result == VKFFT_SUCCESS, KVC_ERROR_VULKAN, "VkFFTAppend failed (VkFFTResult " + std::to_string(static_cast<int>(result)) + ")");
 }
 
-FftPlan& FftPlans::get(const FftShape& shape) {
+std::shared_ptr<FftPlan> FftPlans::keep(const FftShape& shape) {
   auto it = plans_.find(shape);
-  if (it == plans_.end()) it = plans_.emplace(shape, std::make_unique<FftPlan>(device_, shape)).first;
-  return *it->second;
+  if (it == plans_.end()) it = plans_.emplace(shape, std::make_shared<FftPlan>(device_, shape)).first;
+  return it->second;
+}
+
+void FftPlans::trim() {
+  for (auto it = plans_.begin(); it != plans_.end();) it = it->second.use_count() == 1 ? plans_.erase(it) : std::next(it);
 }
 
 }  // namespace kvc::vk

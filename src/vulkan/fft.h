@@ -48,16 +48,21 @@ class FftPlan {
   std::unique_ptr<Impl> impl_;
 };
 
-// Plans by shape, kept for the life of a context.
+// Plans by shape. A plan lives while someone keeps it (keep()), or until the next trim():
+// a cache keeps the plans its decode step needs, so no plan is made on the decode path, and a
+// context that sees many lengths does not hold a plan (and its buffer) for each forever.
 class FftPlans {
  public:
   explicit FftPlans(Device& device) : device_(device) {}
-  FftPlan& get(const FftShape& shape);
-  size_t plans_created() const { return plans_.size(); }
+  FftPlan& get(const FftShape& shape) { return *keep(shape); }
+  std::shared_ptr<FftPlan> keep(const FftShape& shape);
+  // Drops the plans nobody keeps; call only when no recorded work can still use them.
+  void trim();
+  size_t plans_held() const { return plans_.size(); }
 
  private:
   Device& device_;
-  std::map<FftShape, std::unique_ptr<FftPlan>> plans_;
+  std::map<FftShape, std::shared_ptr<FftPlan>> plans_;
 };
 
 }  // namespace kvc::vk

@@ -45,13 +45,23 @@ TEST_CASE("segment_spectrum on Vulkan equals the CPU reference") {
   CHECK(test::validation_messages() == 0);
 }
 
-TEST_CASE("VkFFT plans are made once per shape") {
+TEST_CASE("VkFFT plans are made once per shape and dropped when nobody keeps them") {
   Backend* gpu = test::vulkan_backend();
   REQUIRE(gpu != nullptr);
-  const size_t before = gpu->fft_plans().plans_created();
+  gpu->begin();
+  gpu->submit();  // a safe point: plans nobody keeps (earlier tests') go
+  const size_t before = gpu->fft_plans().plans_held();
+  std::shared_ptr<vk::FftPlan> kept = gpu->fft_plans().keep({74, 3});
   gpu->fft_plans().get({74, 3});
-  gpu->fft_plans().get({74, 3});
-  CHECK(gpu->fft_plans().plans_created() == before + 1);
+  gpu->fft_plans().get({75, 3});
+  CHECK(gpu->fft_plans().plans_held() == before + 2);
+  gpu->begin();
+  gpu->submit();
+  CHECK(gpu->fft_plans().plans_held() == before + 1);  // the kept one stays
+  kept.reset();
+  gpu->begin();
+  gpu->submit();
+  CHECK(gpu->fft_plans().plans_held() == before);
 }
 
 }  // namespace kvc
