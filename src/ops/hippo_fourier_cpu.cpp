@@ -1,0 +1,124 @@
+// The references: direct sums in double over eq. 4's columns, O(N L) per dim, so that the
+// FFT route and the GPU kernels have an exact-as-possible target.
+#include <cmath>
+#include <vector>
+
+#include "ops/hippo_fourier.h"
+
+namespace kvc::ops {
+namespace {
+
+uint32_t dim_of(const HippoFourierShape& shape, const View& dims, uint32_t head, uint32_t j) {
+  return dims.host<uint32_t>()[size_t(head) * shape.head_dim + j];
+}
+
+float row_element(const HippoFourierShape& shape, const HippoFourierSegment& segment, const View& rows, uint32_t head,
+                  uint32_t token, uint32_t dim) {
+  const size_t slot = size_t(head) * segment.slot_stride + segment.first_slot + token;
+  return load_element(rows.host<void>(), shape.dtype, slot * shape.head_dim + dim);
+}
+
+// F^T C of the segment's tokens for dim j of `head`, unstandardized.
+std::vector<double> inverse_of(const HippoFourierShape& shape, const HippoFourierSegment& segment, const View& coefficients,
+                               uint32_t head, uint32_t j) {
+  const float* c = coefficients.host<float>() + size_t(head) * 2 * shape.num_states * shape.num_dims;
+  std::vector<double> values(segment.length, 0.0);
+  for (uint32_t i = 0; i < segment.length; ++i)
+    for (uint32_t n = 0; n < shape.num_states; ++n) {
+      double cos_value, sin_value;
+      hippo_fourier_basis(n, uint64_t(segment.first_index) + i, shape.window_length, cos_value, sin_value);
+      values[i] += cos_value * c[size_t(2 * n) * shape.num_dims + j] + sin_value * c[size_t(2 * n + 1) * shape.num_dims + j];
+    }
+  return values;
+}
+
+}  // namespace
+
+void hippo_fourier_basis(uint32_t n, uint64_t index, uint32_t window_length, double& cos_value, double& sin_value) {
+  const uint64_t turn = (uint64_t(n) * index) % window_length;
+  const double angle = 2.0 * M_PI * static_cast<double>(turn) / window_length;
+  cos_value = std::cos(angle);
+  sin_value = std::sin(angle);
+}
+
+void hippo_fourier_project_cpu(const HippoFourierShape& shape, const HippoFourierSegment& segment,
+                               const HippoFourierProjectArgs& args) {
+  const double inv_window = 1.0 / shape.window_length;
+  for (uint32_t head = 0; head < shape.num_heads; ++head) {
+    float* c = args.coefficients.host<float>() + size_t(head) * 2 * shape.num_states * shape.num_dims;
+    for (uint32_t j = 0; j < shape.num_dims; ++j) {
+      const uint32_t dim = dim_of(shape, args.dims, head, j);
+      for (uint32_t n = 0; n < shape.num_states; ++n) {
+        double cos_sum = 0.0, sin_sum = 0.0;
+        for (uint32_t i = 0; i < segment.length; ++i) {
+          double cos_value, sin_value;
+          hippo_fourier_basis(n, uint64_t(segment.first_index) + i, shape.window_length, cos_value, sin_value);
+          const double x = row_element(shape, segment, args.rows, head, i, dim);
+          cos_sum += cos_value * x;
+          sin_sum += sin_value * x;
+        }
+        c[size_t(2 * n) * shape.num_dims + j] += static_cast<float>(cos_sum * inv_window);
+        c[size_t(2 * n + 1) * shape.num_dims + j] += static_cast<float>(sin_sum * inv_window);
+      }
+    }
+  }
+}
+
+void hippo_fourier_fit_cpu(const HippoFourierShape& shape, const HippoFourierSegment& segment, const HippoFourierFitArgs& args) {
+  for (uint32_t head = 0; head < shape.num_heads; ++head)
+    for (uint32_t j = 0; j < shape.num_dims; ++j) {
+      const uint32_t dim = dim_of(shape, args.dims, head, j);
+      const std::vector<double> inverse = inverse_of(shape, segment, args.coefficients, head, j);
+      std::vector<double> x(segment.length);
+      double mean_x = 0.0, mean_r = 0.0;
+      for (uint32_t i = 0; i < segment.length; ++i) {
+        x[i] = row_element(shape, segment, args.rows, head, i, dim);
+        mean_x += x[i];
+        mean_r += inverse[i];
+      }
+      mean_x /= segment.length;
+      mean_r /= segment.length;
+      double var_x = 0.0, var_r = 0.0;
+      for (uint32_t i = 0; i < segment.length; ++i) {
+        var_x += (x[i] - mean_x) * (x[i] - mean_x);
+        var_r += (inverse[i] - mean_r) * (inverse[i] - mean_r);
+      }
+      const double scale = var_r > 0.0 ? std::sqrt(var_x / var_r) : 0.0;
+      const double offset = mean_x - scale * mean_r;
+      double squared_error = 0.0;
+      for (uint32_t i = 0; i < segment.length; ++i) {
+        const double error = scale * inverse[i] + offset - x[i];
+        squared_error += error * error;
+      }
+      const size_t at = size_t(head) * shape.num_dims + j;
+      args.affine.host<float>()[2 * at] = static_cast<float>(scale);
+      args.affine.host<float>()[2 * at + 1] = static_cast<float>(offset);
+      args.squared_error.host<float>()[at] = static_cast<float>(squared_error / segment.length);
+    }
+}
+
+void hippo_fourier_reconstruct_cpu(const HippoFourierShape& shape, const HippoFourierSegment& segment,
+                                   const HippoFourierReconstructArgs& args) {
+  for (uint32_t head = 0; head < shape.num_heads; ++head)
+    for (uint32_t j = 0; j < shape.num_dims; ++j) {
+      const std::vector<double> inverse = inverse_of(shape, segment, args.coefficients, head, j);
+      const size_t at = size_t(head) * shape.num_dims + j;
+      const double scale = args.affine.host<float>()[2 * at], offset = args.affine.host<float>()[2 * at + 1];
+      for (uint32_t i = 0; i < segment.length; ++i)
+        args.out.host<float>()[(size_t(head) * segment.length + i) * shape.num_dims + j] = static_cast<float>(scale * inverse[i] + offset);
+    }
+}
+
+void hippo_fourier_project(Backend& backend, const HippoFourierShape& shape, const HippoFourierSegment& segment,
+                           const HippoFourierProjectArgs& args) {
+  if (backend.is_cpu()) hippo_fourier_project_cpu(shape, segment, args);
+  else hippo_fourier_project_vulkan(backend, shape, segment, args);
+}
+
+void hippo_fourier_fit(Backend& backend, const HippoFourierShape& shape, const HippoFourierSegment& segment,
+                       const HippoFourierFitArgs& args) {
+  if (backend.is_cpu()) hippo_fourier_fit_cpu(shape, segment, args);
+  else hippo_fourier_fit_vulkan(backend, shape, segment, args);
+}
+
+}  // namespace kvc::ops

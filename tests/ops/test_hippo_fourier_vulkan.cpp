@@ -1,0 +1,83 @@
+// Vulkan HiPPO-FourierT against the CPU reference on the same random rows: the prefill
+// projection, eq. 6's one-token update at late basis indices, and the fit.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "ops/hippo_fourier.h"
+#include "support/selection_support.h"
+
+namespace kvc {
+namespace {
+
+struct FourierProblem {
+  ops::HippoFourierShape shape;
+  ops::HippoFourierSegment segment;
+};
+
+struct FourierOutputs {
+  std::vector<float> coefficients, affine, squared_error;
+};
+
+// Projects `segment` onto coefficients that already hold random values (so the op must add,
+// not overwrite), then fits on it; returns every output.
+FourierOutputs run(Backend& backend, const FourierProblem& problem, const std::vector<unsigned char>& rows,
+                   const std::vector<uint32_t>& dims, const std::vector<float>& initial) {
+  const ops::HippoFourierShape& shape = problem.shape;
+  auto rows_t = test::tensor_of(backend, rows), dims_t = test::tensor_of(backend, dims);
+  auto coefficients = test::tensor_of(backend, initial);
+  const size_t per_dim = size_t(shape.num_heads) * shape.num_dims;
+  auto affine = test::make_poisoned(backend, per_dim * 8), error = test::make_poisoned(backend, per_dim * 4);
+  backend.begin();
+  ops::hippo_fourier_project(backend, shape, problem.segment, {view(*rows_t), view(*dims_t), view(*coefficients)});
+  ops::hippo_fourier_fit(backend, shape, problem.segment,
+                         {view(*rows_t), view(*dims_t), view(*coefficients), view(*affine), view(*error)});
+  backend.submit();
+  return {test::read_as<float>(backend, *coefficients, initial.size()), test::read_as<float>(backend, *affine, per_dim * 2),
+          test::read_as<float>(backend, *error, per_dim)};
+}
+
+}  // namespace
+
+TEST_CASE("hippo_fourier project and fit on Vulkan match the CPU reference") {
+  Backend* gpu = test::vulkan_backend();
+  REQUIRE(gpu != nullptr);
+  // A prefill segment, a short odd one in f16, one token at a late index of a long window
+  // (eq. 6 in decode; the exact angle reduction), and head_dim 128 with 70 dims.
+  const FourierProblem problems[] = {{{3, 24, 13, 257, 17, Dtype::F32}, {101, 5, 91, 0}},
+                                     {{2, 40, 7, 100, 40, Dtype::F16}, {37, 1, 35, 2}},
+                                     {{5, 16, 33, 100003, 11, Dtype::F32}, {9, 4, 1, 99871}},
+                                     {{1, 128, 64, 4099, 70, Dtype::F16}, {700, 13, 640, 17}}};
+  for (const FourierProblem& problem : problems) {
+    const ops::HippoFourierShape& shape = problem.shape;
+    std::vector<float> rows = test::random_floats(size_t(shape.num_heads) * problem.segment.slot_stride * shape.head_dim);
+    const std::vector<unsigned char> row_bytes = test::encode(rows, shape.dtype);
+    std::vector<uint32_t> dims(size_t(shape.num_heads) * shape.head_dim);
+    for (uint32_t head = 0; head < shape.num_heads; ++head) {
+      auto row = dims.begin() + size_t(head) * shape.head_dim;
+      std::iota(row, row + shape.head_dim, 0u);
+      std::shuffle(row, row + shape.head_dim, test::rng());
+    }
+    // Prior coefficients of the size a segment's own have: sums of about L / 2 terms over T.
+    const float prior = 0.5f * problem.segment.length / shape.window_length;
+    const std::vector<float> initial =
+        test::random_floats(size_t(shape.num_heads) * 2 * shape.num_states * shape.num_dims, -prior, prior);
+    const FourierOutputs cpu = run(test::cpu_backend(), problem, row_bytes, dims, initial);
+    const FourierOutputs vulkan = run(*gpu, problem, row_bytes, dims, initial);
+    INFO("seed ", test::seed(), " ", dtype_name(shape.dtype), " N ", shape.num_states, " T ", shape.window_length, " L ",
+         problem.segment.length, " first index ", problem.segment.first_index);
+    // f32 sums of L products against the GPU's cos/sin (about 1e-6 absolute error in
+    // [-pi, pi] on the devices we run; Vulkan allows 2^-11) where the reference sums in double:
+    // 1e-4 of the largest coefficient. A wrong bin, index or dim errs by O(1).
+    CHECK(test::relative_max_error(vulkan.coefficients, cpu.coefficients) < 1e-4);
+    // The fit reconstructs each token from 2N coefficients in f32 and merges Welford moments:
+    // the same 1e-4 for the affine map; the error is a difference of moments (2 M2x - 2 s Cxr)
+    // that random rows keep near var(x), so 1e-3 of its largest value.
+    CHECK(test::relative_max_error(vulkan.affine, cpu.affine) < 1e-4);
+    CHECK(test::relative_max_error(vulkan.squared_error, cpu.squared_error) < 1e-3);
+  }
+  CHECK(test::validation_messages() == 0);
+}
+
+}  // namespace kvc
