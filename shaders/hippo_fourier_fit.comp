@@ -16,7 +16,7 @@ layout(constant_id = 1) const bool ROWS_F16 = false;
 layout(binding = 0) readonly buffer Rows { uint row_words[]; };
 layout(binding = 1) readonly buffer Dims { uint dims[]; };
 layout(binding = 2) readonly buffer Coefficients { float coefficients[]; };
-layout(binding = 3) writeonly buffer Affine { vec2 affine[]; };
+layout(binding = 3) writeonly buffer Affine { float affine[]; };  // [heads][2][num_dims]
 layout(binding = 4) writeonly buffer SquaredError { float squared_error[]; };
 
 layout(push_constant) uniform Push {
@@ -87,7 +87,8 @@ void main() {
     const vec3 m = moment_s[0];
     const float scale = m.y > 0.0 ? sqrt(m.x / m.y) : 0.0;
     const vec2 means = mean_s[0];
-    affine[head * push.num_dims + j] = vec2(scale, means.x - scale * means.y);
+    affine[2 * head * push.num_dims + j] = scale;
+    affine[(2 * head + 1) * push.num_dims + j] = means.x - scale * means.y;
     squared_error[head * push.num_dims + j] = max(scale * scale * m.y + m.x - 2.0 * scale * m.z, 0.0) / float(push.segment_length);
   }
 }

@@ -1,5 +1,7 @@
-// Exact angle reduction for the translated Fourier basis (ops/hippo_fourier.h): (a b) mod T
-// for a, b, T below 2^31, in 32-bit integers (shifts and adds, no 64-bit types needed).
+// Exact angle reduction for the translated Fourier basis (ops/hippo_fourier.h).
+#include "quadrant_trig.glsl"
+
+// (a b) mod T for a, b, T below 2^31, in 32-bit integers (shifts and adds, no 64-bit types).
 uint kvc_mul_mod(uint a, uint b, uint window_length) {
   a %= window_length;
   uint result = 0u;
@@ -14,10 +16,10 @@ uint kvc_mul_mod(uint a, uint b, uint window_length) {
   return result;
 }
 
-// cos and sin of 2 pi turn / T, the angle taken in [-pi, pi]: Vulkan bounds the error of
-// cos and sin only there.
+// cos and sin of 2 pi turn / T (turn < T <= 2^24): the nearest quarter turn is taken in
+// integers, leaving 4 turn - quadrant T in [-T/2, T/2], exact in f32.
 vec2 kvc_turn_cos_sin(uint turn, uint window_length) {
-  const float signed_turn = 2u * turn > window_length ? -float(window_length - turn) : float(turn);
-  const float angle = 6.28318530717958647692 * signed_turn / float(window_length);
-  return vec2(cos(angle), sin(angle));
+  const uint quadrant = (4u * turn + window_length / 2u) / window_length;
+  const int rest = int(4u * turn) - int(quadrant * window_length);
+  return kvc_quadrant_cos_sin(float(rest) * (1.5707963267948966 / float(window_length)), quadrant);
 }

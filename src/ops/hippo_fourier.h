@@ -17,7 +17,7 @@
 // Layouts: rows [num_heads][slot_stride][head_dim] in the cache dtype; dims uint32
 // [num_heads][head_dim], each head's row a permutation of 0 .. head_dim - 1 whose first
 // num_dims entries are the dims an op works on; coefficients f32 [num_heads][2N][num_dims];
-// affine f32 [num_heads][num_dims][2] (scale, offset). Angles are reduced exactly, (n t) mod
+// affine f32 [num_heads][2][num_dims] (scales, then offsets). Angles are reduced exactly, (n t) mod
 // T in integers, so long windows lose no precision.
 #pragma once
 
@@ -32,7 +32,7 @@ struct HippoFourierShape {
   uint32_t num_heads = 0;
   uint32_t head_dim = 0;
   uint32_t num_states = 0;     // N: 2N real coefficients per dim
-  uint32_t window_length = 0;  // T: every basis index used is below it
+  uint32_t window_length = 0;  // T <= 2^24: every basis index used is below it
   uint32_t num_dims = 0;       // dims per head the op works on (<= head_dim)
   Dtype dtype = Dtype::F32;    // of rows
 };
@@ -64,7 +64,7 @@ struct HippoFourierFitArgs {
   View rows;          // the segment the coefficients were projected from
   View dims;
   View coefficients;
-  View affine;        // out: per dim (scale, offset)
+  View affine;        // out: scale and offset per dim
   View squared_error; // out, f32 [num_heads][num_dims]: mean over the segment of (x^ - x)^2
 };
 

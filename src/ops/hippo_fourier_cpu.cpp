@@ -90,10 +90,10 @@ void hippo_fourier_fit_cpu(const HippoFourierShape& shape, const HippoFourierSeg
         const double error = scale * inverse[i] + offset - x[i];
         squared_error += error * error;
       }
-      const size_t at = size_t(head) * shape.num_dims + j;
-      args.affine.host<float>()[2 * at] = static_cast<float>(scale);
-      args.affine.host<float>()[2 * at + 1] = static_cast<float>(offset);
-      args.squared_error.host<float>()[at] = static_cast<float>(squared_error / segment.length);
+      float* affine = args.affine.host<float>() + size_t(head) * 2 * shape.num_dims;
+      affine[j] = static_cast<float>(scale);
+      affine[shape.num_dims + j] = static_cast<float>(offset);
+      args.squared_error.host<float>()[size_t(head) * shape.num_dims + j] = static_cast<float>(squared_error / segment.length);
     }
 }
 
@@ -102,8 +102,8 @@ void hippo_fourier_reconstruct_cpu(const HippoFourierShape& shape, const HippoFo
   for (uint32_t head = 0; head < shape.num_heads; ++head)
     for (uint32_t j = 0; j < shape.num_dims; ++j) {
       const std::vector<double> inverse = inverse_of(shape, segment, args.coefficients, head, j);
-      const size_t at = size_t(head) * shape.num_dims + j;
-      const double scale = args.affine.host<float>()[2 * at], offset = args.affine.host<float>()[2 * at + 1];
+      const float* affine = args.affine.host<float>() + size_t(head) * 2 * shape.num_dims;
+      const double scale = affine[j], offset = affine[shape.num_dims + j];
       for (uint32_t i = 0; i < segment.length; ++i)
         args.out.host<float>()[(size_t(head) * segment.length + i) * shape.num_dims + j] = static_cast<float>(scale * inverse[i] + offset);
     }

@@ -124,10 +124,10 @@ TEST_CASE("hippo_fourier_reconstruct_cpu is eq. 5's F^T C, standardized by appen
       for (uint32_t r = 0; r < column.size(); ++r) column[r] = coefficients[(size_t(head) * column.size() + r) * shape.num_dims + j];
       const std::vector<long double> inverse =
           test::fourier_inverse_by_formula(column, segment.length, segment.first_index, shape.window_length);
-      const size_t at = size_t(head) * shape.num_dims + j;
+      const float scale = affine[size_t(head) * 2 * shape.num_dims + j];
+      const float offset = affine[(size_t(head) * 2 + 1) * shape.num_dims + j];
       for (uint32_t i = 0; i < segment.length; ++i)
-        expected[(size_t(head) * segment.length + i) * shape.num_dims + j] =
-            static_cast<float>(affine[2 * at] * inverse[i] + affine[2 * at + 1]);
+        expected[(size_t(head) * segment.length + i) * shape.num_dims + j] = static_cast<float>(scale * inverse[i] + offset);
     }
   INFO("seed ", test::seed());
   // Sums of 2N products in double, rounded once to f32.
@@ -164,10 +164,9 @@ TEST_CASE("hippo_fourier_fit_cpu matches the segment's moments and the standardi
       const long double scale = std::sqrt(var_x / var_r), offset = mean_x - scale * mean_r;
       long double squared = 0;
       for (size_t i = 0; i < x.size(); ++i) squared += (scale * r[i] + offset - x[i]) * (scale * r[i] + offset - x[i]) / length;
-      const size_t at = size_t(head) * shape.num_dims + j;
-      affine_expected[2 * at] = static_cast<float>(scale);
-      affine_expected[2 * at + 1] = static_cast<float>(offset);
-      error_expected[at] = static_cast<float>(squared);
+      affine_expected[size_t(head) * 2 * shape.num_dims + j] = static_cast<float>(scale);
+      affine_expected[(size_t(head) * 2 + 1) * shape.num_dims + j] = static_cast<float>(offset);
+      error_expected[size_t(head) * shape.num_dims + j] = static_cast<float>(squared);
     }
   INFO("seed ", test::seed());
   // Double sums over 77 tokens, rounded once to f32.

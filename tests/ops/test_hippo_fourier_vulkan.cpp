@@ -67,15 +67,13 @@ TEST_CASE("hippo_fourier project and fit on Vulkan match the CPU reference") {
     const FourierOutputs vulkan = run(*gpu, problem, row_bytes, dims, initial);
     INFO("seed ", test::seed(), " ", dtype_name(shape.dtype), " N ", shape.num_states, " T ", shape.window_length, " L ",
          problem.segment.length, " first index ", problem.segment.first_index);
-    // f32 sums of L products against the GPU's cos/sin (about 1e-6 absolute error in
-    // [-pi, pi] on the devices we run; Vulkan allows 2^-11) where the reference sums in double:
-    // 1e-4 of the largest coefficient. A wrong bin, index or dim errs by O(1).
-    CHECK(test::relative_max_error(vulkan.coefficients, cpu.coefficients) < 1e-4);
-    // The fit reconstructs each token from 2N coefficients in f32 and merges Welford moments:
-    // the same 1e-4 for the affine map; the error is a difference of moments (2 M2x - 2 s Cxr)
-    // that random rows keep near var(x), so 1e-3 of its largest value.
-    CHECK(test::relative_max_error(vulkan.affine, cpu.affine) < 1e-4);
-    CHECK(test::relative_max_error(vulkan.squared_error, cpu.squared_error) < 1e-3);
+    // The kernels sum L (up to 640) f32 products with cos and sin accurate to 3e-8, and the
+    // fit merges Welford moments of 2N-term reconstructions, where the reference works in
+    // double: rounding of order sqrt(L) ulp, 2e-7 measured on lavapipe. 1e-5 of the largest
+    // value leaves room for other summation orders; a wrong bin, index or dim errs by O(1).
+    CHECK(test::relative_max_error(vulkan.coefficients, cpu.coefficients) < 1e-5);
+    CHECK(test::relative_max_error(vulkan.affine, cpu.affine) < 1e-5);
+    CHECK(test::relative_max_error(vulkan.squared_error, cpu.squared_error) < 1e-5);
   }
   CHECK(test::validation_messages() == 0);
 }
