@@ -76,6 +76,17 @@ void hippo_fourier_fit_cpu(const HippoFourierShape& shape, const HippoFourierSeg
 void hippo_fourier_fit_vulkan(Backend& backend, const HippoFourierShape& shape, const HippoFourierSegment& segment,
                               const HippoFourierFitArgs& args);
 
+struct HippoFourierChooseArgs {
+  View squared_error;  // f32 [num_heads][head_dim]: a fit over every dim, in dim order
+  View dims;           // out
+};
+
+// Sec. 3.4: per head, the num_dims dims whose standardized reconstruction errs least (ties to
+// the lower dim) become dims[h][0 .. num_dims), ascending; the others follow, ascending.
+void hippo_fourier_choose_dims(Backend& backend, const HippoFourierShape& shape, const HippoFourierChooseArgs& args);
+void hippo_fourier_choose_dims_cpu(const HippoFourierShape& shape, const HippoFourierChooseArgs& args);
+void hippo_fourier_choose_dims_vulkan(Backend& backend, const HippoFourierShape& shape, const HippoFourierChooseArgs& args);
+
 struct HippoFourierReconstructArgs {
   View coefficients;
   View affine;

@@ -1,6 +1,8 @@
 // The references: direct sums in double over eq. 4's columns, O(N L) per dim, so that the
 // FFT route and the GPU kernels have an exact-as-possible target.
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <vector>
 
 #include "ops/hippo_fourier.h"
@@ -109,6 +111,18 @@ void hippo_fourier_reconstruct_cpu(const HippoFourierShape& shape, const HippoFo
     }
 }
 
+void hippo_fourier_choose_dims_cpu(const HippoFourierShape& shape, const HippoFourierChooseArgs& args) {
+  std::vector<uint32_t> order(shape.head_dim);
+  for (uint32_t head = 0; head < shape.num_heads; ++head) {
+    const float* error = args.squared_error.host<float>() + size_t(head) * shape.head_dim;
+    std::iota(order.begin(), order.end(), 0u);
+    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return error[a] < error[b]; });
+    std::sort(order.begin(), order.begin() + shape.num_dims);
+    std::sort(order.begin() + shape.num_dims, order.end());
+    std::copy(order.begin(), order.end(), args.dims.host<uint32_t>() + size_t(head) * shape.head_dim);
+  }
+}
+
 void hippo_fourier_project(Backend& backend, const HippoFourierShape& shape, const HippoFourierSegment& segment,
                            const HippoFourierProjectArgs& args) {
   if (backend.is_cpu()) hippo_fourier_project_cpu(shape, segment, args);
@@ -119,6 +133,11 @@ void hippo_fourier_fit(Backend& backend, const HippoFourierShape& shape, const H
                        const HippoFourierFitArgs& args) {
   if (backend.is_cpu()) hippo_fourier_fit_cpu(shape, segment, args);
   else hippo_fourier_fit_vulkan(backend, shape, segment, args);
+}
+
+void hippo_fourier_choose_dims(Backend& backend, const HippoFourierShape& shape, const HippoFourierChooseArgs& args) {
+  if (backend.is_cpu()) hippo_fourier_choose_dims_cpu(shape, args);
+  else hippo_fourier_choose_dims_vulkan(backend, shape, args);
 }
 
 }  // namespace kvc::ops

@@ -8,6 +8,7 @@ namespace {
 
 constexpr uint32_t kProjectWorkgroup = 64;  // dims of one bin per workgroup
 constexpr uint32_t kFitWorkgroup = 64;      // a power of two: tokens per pass of one dim
+constexpr uint32_t kChooseWorkgroup = 256;  // one thread per dim: head_dim <= 256
 
 struct SegmentPush {
   uint32_t head_dim, num_states, window_length, num_dims, slot_stride, first_slot, length, first_index;
@@ -36,6 +37,12 @@ void hippo_fourier_fit_vulkan(Backend& backend, const HippoFourierShape& shape, 
                               {slice(args.rows), slice(args.dims), slice(args.coefficients), slice(args.affine),
                                slice(args.squared_error)},
                               &push, shape.num_dims, shape.num_heads);
+}
+
+void hippo_fourier_choose_dims_vulkan(Backend& backend, const HippoFourierShape& shape, const HippoFourierChooseArgs& args) {
+  const uint32_t push[2] = {shape.head_dim, shape.num_dims};
+  backend.recorder().dispatch({"hippo_fourier_choose", 2, sizeof(push), {kChooseWorkgroup}},
+                              {slice(args.squared_error), slice(args.dims)}, push, shape.num_heads);
 }
 
 }  // namespace kvc::ops

@@ -199,4 +199,32 @@ TEST_CASE("hippo_fourier: a segment filling the window with only the first N bin
   }
 }
 
+TEST_CASE("hippo_fourier_choose_dims_cpu compresses the dims that err least, ties to the lower dim") {
+  const ops::HippoFourierShape shape{3, 40, 1, 2, 29, Dtype::F32};
+  for (test::ScorePattern pattern : {test::ScorePattern::Random, test::ScorePattern::FourLevels}) {
+    const std::vector<float> errors = test::patterned_scores(size_t(shape.num_heads) * shape.head_dim, pattern);
+    Backend& cpu = test::cpu_backend();
+    auto error_t = test::tensor_of(cpu, errors);
+    auto dims_t = test::make_poisoned(cpu, errors.size() * 4);
+    ops::hippo_fourier_choose_dims(cpu, shape, {view(*error_t), view(*dims_t)});
+    const std::vector<uint32_t> dims = test::read_as<uint32_t>(cpu, *dims_t, errors.size());
+    for (uint32_t head = 0; head < shape.num_heads; ++head) {
+      const float* error = errors.data() + size_t(head) * shape.head_dim;
+      const auto row = dims.begin() + size_t(head) * shape.head_dim;
+      std::vector<uint32_t> sorted(row, row + shape.head_dim);
+      std::sort(sorted.begin(), sorted.end());
+      std::vector<uint32_t> every(shape.head_dim);
+      std::iota(every.begin(), every.end(), 0u);
+      INFO("head ", head);
+      CHECK(sorted == every);
+      CHECK(std::is_sorted(row, row + shape.num_dims));
+      CHECK(std::is_sorted(row + shape.num_dims, row + shape.head_dim));
+      // Every compressed dim errs less than every other, or as much at a lower index.
+      for (uint32_t a = 0; a < shape.num_dims; ++a)
+        for (uint32_t b = shape.num_dims; b < shape.head_dim; ++b)
+          CHECK((error[row[a]] < error[row[b]] || (error[row[a]] == error[row[b]] && row[a] < row[b])));
+    }
+  }
+}
+
 }  // namespace kvc

@@ -78,4 +78,26 @@ TEST_CASE("hippo_fourier project and fit on Vulkan match the CPU reference") {
   CHECK(test::validation_messages() == 0);
 }
 
+TEST_CASE("hippo_fourier_choose_dims on Vulkan picks the CPU's dims, ties included") {
+  Backend* gpu = test::vulkan_backend();
+  REQUIRE(gpu != nullptr);
+  const ops::HippoFourierShape shapes[] = {{3, 40, 1, 2, 29, Dtype::F32}, {8, 128, 1, 2, 102, Dtype::F32}, {2, 256, 1, 2, 1, Dtype::F32}};
+  for (const ops::HippoFourierShape& shape : shapes)
+    for (test::ScorePattern pattern : {test::ScorePattern::Random, test::ScorePattern::FourLevels, test::ScorePattern::AllEqual}) {
+      const std::vector<float> errors = test::patterned_scores(size_t(shape.num_heads) * shape.head_dim, pattern);
+      std::vector<std::vector<uint32_t>> results;
+      for (Backend* backend : {&test::cpu_backend(), gpu}) {
+        auto error_t = test::tensor_of(*backend, errors);
+        auto dims_t = test::make_poisoned(*backend, errors.size() * 4);
+        backend->begin();
+        ops::hippo_fourier_choose_dims(*backend, shape, {view(*error_t), view(*dims_t)});
+        backend->submit();
+        results.push_back(test::read_as<uint32_t>(*backend, *dims_t, errors.size()));
+      }
+      INFO("seed ", test::seed(), " heads ", shape.num_heads, " head_dim ", shape.head_dim, " compressed ", shape.num_dims);
+      CHECK(results[0] == results[1]);
+    }
+  CHECK(test::validation_messages() == 0);
+}
+
 }  // namespace kvc
