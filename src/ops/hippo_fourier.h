@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "backend/backend.h"
 #include "common/dtype.h"
@@ -98,6 +99,9 @@ struct HippoFourierReconstructArgs {
 // materialize-then-attend reference that fused decode attention is checked against.
 void hippo_fourier_reconstruct_cpu(const HippoFourierShape& shape, const HippoFourierSegment& segment,
                                    const HippoFourierReconstructArgs& args);
+// The same from host arrays: returns [num_heads][length][num_dims].
+std::vector<float> hippo_fourier_reconstruct_host(const HippoFourierShape& shape, uint32_t length, uint32_t first_index,
+                                                  const float* coefficients, const float* affine);
 
 // Basis column `index` of F at row pair n: (cos, sin) of 2 pi ((n index) mod T) / T.
 void hippo_fourier_basis(uint32_t n, uint64_t index, uint32_t window_length, double& cos_value, double& sin_value);

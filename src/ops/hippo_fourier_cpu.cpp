@@ -20,15 +20,15 @@ float row_element(const HippoFourierShape& shape, const HippoFourierSegment& seg
   return load_element(rows.host<void>(), shape.dtype, slot * shape.head_dim + dim);
 }
 
-// F^T C of the segment's tokens for dim j of `head`, unstandardized.
-std::vector<double> inverse_of(const HippoFourierShape& shape, const HippoFourierSegment& segment, const View& coefficients,
+// F^T C at basis indices first_index .. first_index + length - 1 for dim j of `head`, unstandardized.
+std::vector<double> inverse_of(const HippoFourierShape& shape, uint32_t length, uint32_t first_index, const float* coefficients,
                                uint32_t head, uint32_t j) {
-  const float* c = coefficients.host<float>() + size_t(head) * 2 * shape.num_states * shape.num_dims;
-  std::vector<double> values(segment.length, 0.0);
-  for (uint32_t i = 0; i < segment.length; ++i)
+  const float* c = coefficients + size_t(head) * 2 * shape.num_states * shape.num_dims;
+  std::vector<double> values(length, 0.0);
+  for (uint32_t i = 0; i < length; ++i)
     for (uint32_t n = 0; n < shape.num_states; ++n) {
       double cos_value, sin_value;
-      hippo_fourier_basis(n, uint64_t(segment.first_index) + i, shape.window_length, cos_value, sin_value);
+      hippo_fourier_basis(n, uint64_t(first_index) + i, shape.window_length, cos_value, sin_value);
       values[i] += cos_value * c[size_t(2 * n) * shape.num_dims + j] + sin_value * c[size_t(2 * n + 1) * shape.num_dims + j];
     }
   return values;
@@ -70,7 +70,8 @@ void hippo_fourier_fit_cpu(const HippoFourierShape& shape, const HippoFourierSeg
   for (uint32_t head = 0; head < shape.num_heads; ++head)
     for (uint32_t j = 0; j < shape.num_dims; ++j) {
       const uint32_t dim = dim_of(shape, args.dims, head, j);
-      const std::vector<double> inverse = inverse_of(shape, segment, args.coefficients, head, j);
+      const std::vector<double> inverse =
+          inverse_of(shape, segment.length, segment.first_index, args.coefficients.host<float>(), head, j);
       std::vector<double> x(segment.length);
       double mean_x = 0.0, mean_r = 0.0;
       for (uint32_t i = 0; i < segment.length; ++i) {
@@ -99,16 +100,25 @@ void hippo_fourier_fit_cpu(const HippoFourierShape& shape, const HippoFourierSeg
     }
 }
 
-void hippo_fourier_reconstruct_cpu(const HippoFourierShape& shape, const HippoFourierSegment& segment,
-                                   const HippoFourierReconstructArgs& args) {
+std::vector<float> hippo_fourier_reconstruct_host(const HippoFourierShape& shape, uint32_t length, uint32_t first_index,
+                                                  const float* coefficients, const float* affine) {
+  std::vector<float> out(size_t(shape.num_heads) * length * shape.num_dims);
   for (uint32_t head = 0; head < shape.num_heads; ++head)
     for (uint32_t j = 0; j < shape.num_dims; ++j) {
-      const std::vector<double> inverse = inverse_of(shape, segment, args.coefficients, head, j);
-      const float* affine = args.affine.host<float>() + size_t(head) * 2 * shape.num_dims;
-      const double scale = affine[j], offset = affine[shape.num_dims + j];
-      for (uint32_t i = 0; i < segment.length; ++i)
-        args.out.host<float>()[(size_t(head) * segment.length + i) * shape.num_dims + j] = static_cast<float>(scale * inverse[i] + offset);
+      const std::vector<double> inverse = inverse_of(shape, length, first_index, coefficients, head, j);
+      const float* head_affine = affine + size_t(head) * 2 * shape.num_dims;
+      const double scale = head_affine[j], offset = head_affine[shape.num_dims + j];
+      for (uint32_t i = 0; i < length; ++i)
+        out[(size_t(head) * length + i) * shape.num_dims + j] = static_cast<float>(scale * inverse[i] + offset);
     }
+  return out;
+}
+
+void hippo_fourier_reconstruct_cpu(const HippoFourierShape& shape, const HippoFourierSegment& segment,
+                                   const HippoFourierReconstructArgs& args) {
+  const std::vector<float> out = hippo_fourier_reconstruct_host(shape, segment.length, segment.first_index,
+                                                                args.coefficients.host<float>(), args.affine.host<float>());
+  std::copy(out.begin(), out.end(), args.out.host<float>());
 }
 
 void hippo_fourier_choose_dims_cpu(const HippoFourierShape& shape, const HippoFourierChooseArgs& args) {
