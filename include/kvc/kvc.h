@@ -160,6 +160,7 @@ typedef enum kvc_policy {
     KVC_POLICY_HITKV = 7,     /* at the end of the prefill keep the prefix tokens often in the window queries' top K */
     KVC_POLICY_PHITKV = 8,    /* HITKV's selection under PYRAMIDKV's per-layer budgets */
     KVC_POLICY_FREQKV = 9,    /* compress the cache in the frequency domain when it fills (kvc_freqkv_params) */
+    KVC_POLICY_FAEDKV = 10,   /* the prompt's middle as chosen DFT bins, updated by the IWDFT (kvc_faedkv_params) */
     KVC_POLICY_MAX_ENUM = 0x7fffffff
 } kvc_policy;
 
@@ -187,7 +188,7 @@ typedef struct kvc_cache_desc {
     /* The policy's parameter struct (it starts with struct_size), or NULL for its defaults.
      * KVC_POLICY_FULL takes none; STREAMING, H2O, TOVA and TREEKV take kvc_eviction_params;
      * SNAPKV, PYRAMIDKV, HITKV and PHITKV take kvc_window_policy_params; FREQKV takes
-     * kvc_freqkv_params. */
+     * kvc_freqkv_params; FAEDKV takes kvc_faedkv_params. */
     const void* policy_params;
 } kvc_cache_desc;
 
@@ -244,6 +245,43 @@ typedef struct kvc_freqkv_params {
 /* The paper's defaults: 4 sink tokens, retain_ratio 0.5 (what NULL policy_params means). */
 KVC_API kvc_freqkv_params kvc_freqkv_params_default(void);
 
+/* FAEDKV (Li et al., "FAEDKV: Infinite-Window Fourier Transform for Unbiased KV Cache
+ * Compression"). Until kvc_cache_end_prefill the cache keeps every token (`capacity` must hold
+ * the prompt). At kvc_cache_end_prefill each layer's prompt of N tokens is split into S sinks,
+ * a middle segment of M = N - S - R tokens and R recent tokens (sec. 4.2.1; M >= chunks is
+ * required); the segment's DFT along the sequence is cut into C chunks of contiguous bins
+ * (chunk c: bins floor(cM/C) .. floor((c+1)M/C) - 1) and only the bins of the kept chunks,
+ * with their mirrors M - k (a real signal's spectrum is conjugate-symmetric, so bin k and
+ * M - k are stored once), are kept as complex f32. Later appends enter the recent window; the
+ * tokens they push out of it are folded into the kept bins by the Infinite-Window DFT (eq. 9,
+ * N being the tokens folded so far), so attention sees the sinks, the M reconstructed tokens
+ * and the last R tokens (eq. 13) and never holds more. Attention over the segment is computed
+ * from the bins (exact for the pruned spectrum; the segment is never rebuilt in memory), and
+ * kvc_cache_read returns the N slots attention sees, the segment reconstructed.
+ * Keys are transformed as the model stores them: FAEDKV refuses libkvc's RoPE
+ * (KVC_ERROR_UNSUPPORTED); pass keys already rotated. Read positions: sinks and window their
+ * token positions, reconstructed slot n of the segment S + n. kvc_attend's scores are not
+ * available once the segment exists (KVC_ERROR_UNSUPPORTED). */
+typedef struct kvc_faedkv_params {
+    uint32_t struct_size;
+    uint32_t sinks;             /* S: first tokens kept exactly; default 10 (sec. 5.1) */
+    uint32_t recent_window;     /* R: newest tokens kept exactly, >= 1; default 50; an append
+                                 * after the prompt holds at most R tokens */
+    uint32_t chunks;            /* C: chunks the spectrum is cut into, 1..4096; default 22 */
+    float retain_ratio;         /* r in (0, 1]: each layer keeps max(1, round(r * C)) chunks;
+                                 * default 0.125 */
+    const float* chunk_importance; /* [num_layers][chunks]: Delta_{l,c} of eq. 7 (the ablation's
+                                    * perplexity increase); each layer keeps its largest. NULL:
+                                    * the lowest frequencies (chunks 0, C-1, 1, C-2, ...) */
+    const uint8_t* chunk_keep;  /* [num_layers][chunks]: nonzero keeps the chunk (the ablation's
+                                 * table, overriding retain_ratio and chunk_importance); or NULL.
+                                 * Both tables are read only while the cache is created */
+} kvc_faedkv_params;
+
+/* The paper's settings: 10 sinks, 50 recent tokens, 22 chunks, retain_ratio 0.125, the
+ * lowest-frequency chunks (what NULL policy_params means). */
+KVC_API kvc_faedkv_params kvc_faedkv_params_default(void);
+
 /* Fills a descriptor with defaults (f32, FULL policy, no RoPE, theta 10000); the shape and
  * capacity are left 0 for the caller to set. */
 KVC_API kvc_cache_desc kvc_cache_desc_default(void);
@@ -270,7 +308,9 @@ KVC_API kvc_status kvc_cache_append(kvc_cache* cache, uint32_t layer, uint32_t n
 KVC_API kvc_status kvc_attend(kvc_cache* cache, uint32_t layer, uint32_t n_queries,
                               kvc_dtype dtype, const void* q, void* out, float* scores);
 
-/* Slots `layer` holds now. */
+/* Slots `layer` holds now, as attention and kvc_cache_read see them (FAEDKV after the prompt:
+ * sinks + the reconstructed segment + the recent window, of which kvc_cache_stats counts only
+ * the sinks and the window, the slots it stores). */
 KVC_API kvc_status kvc_cache_layer_slots(const kvc_cache* cache, uint32_t layer,
                                          uint32_t* out_slots);
 

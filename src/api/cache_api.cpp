@@ -117,7 +117,7 @@ kvc_status kvc_cache_layer_slots(const kvc_cache* cache, uint32_t layer, uint32_
     kvc::require(out_slots != nullptr, KVC_ERROR_NULL_POINTER, "kvc_cache_layer_slots: out_slots is NULL");
     kvc::require(layer < c.config().num_layers, KVC_ERROR_OUT_OF_RANGE,
                  "layer " + std::to_string(layer) + " is past the cache's " + std::to_string(c.config().num_layers) + " layers");
-    *out_slots = c.layer(layer).slots_held;
+    *out_slots = c.policy().read_slots(c, layer);
   });
 }
 

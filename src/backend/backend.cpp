@@ -12,7 +12,7 @@ namespace kvc {
 Backend::Backend(BackendKind kind, std::unique_ptr<vk::Device> device) : kind_(kind), device_(std::move(device)) {
   if (device_) {
     recorder_ = std::make_unique<vk::Recorder>(*device_);
-    dct_plans_ = std::make_unique<vk::DctPlans>(*device_);
+    fft_plans_ = std::make_unique<vk::FftPlans>(*device_);
   }
   scratch_.resize(static_cast<size_t>(ScratchId::Count));
 }
@@ -26,7 +26,7 @@ Backend::~Backend() {
   shared_tables_.clear();
   scratch_.clear();
   released_.clear();
-  dct_plans_.reset();
+  fft_plans_.reset();
   recorder_.reset();
   device_.reset();
 }
@@ -51,9 +51,9 @@ vk::Recorder& Backend::recorder() const {
   return *recorder_;
 }
 
-vk::DctPlans& Backend::dct_plans() const {
-  require(dct_plans_ != nullptr, KVC_ERROR_INTERNAL, "VkFFT plans asked of the CPU backend");
-  return *dct_plans_;
+vk::FftPlans& Backend::fft_plans() const {
+  require(fft_plans_ != nullptr, KVC_ERROR_INTERNAL, "VkFFT plans asked of the CPU backend");
+  return *fft_plans_;
 }
 
 uint64_t Backend::max_buffer_bytes() const {

@@ -19,7 +19,7 @@ namespace kvc {
 
 namespace vk {
 class Buffer;
-class DctPlans;
+class FftPlans;
 class Device;
 class Recorder;
 struct BufferSlice;
@@ -43,6 +43,8 @@ enum class ScratchId : uint32_t {
   FrequencyCompressed,
   AppendKeys,    // a host append's K, staged on the device
   AppendValues,  // and its V
+  SpectrumWork,  // packed sequences of a segment_spectrum transform
+  SpectralAttentionWork,  // spectral_attention's spectra, bin products and held share
   Count
 };
 
@@ -57,7 +59,7 @@ class Backend {
   std::string device_name() const;
   vk::Device& device() const;      // Vulkan only
   vk::Recorder& recorder() const;  // Vulkan only
-  vk::DctPlans& dct_plans() const; // Vulkan only
+  vk::FftPlans& fft_plans() const; // Vulkan only
   // The largest buffer range one shader binding may cover.
   uint64_t max_buffer_bytes() const;
 
@@ -109,7 +111,7 @@ class Backend {
   BackendKind kind_;
   std::unique_ptr<vk::Device> device_;
   std::unique_ptr<vk::Recorder> recorder_;
-  std::unique_ptr<vk::DctPlans> dct_plans_;
+  std::unique_ptr<vk::FftPlans> fft_plans_;
   std::vector<std::unique_ptr<Tensor>> scratch_;
   std::map<std::string, std::unique_ptr<Tensor>> shared_tables_;
   std::vector<std::unique_ptr<vk::Buffer>> released_;  // still used by recorded work

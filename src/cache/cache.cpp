@@ -116,16 +116,27 @@ void Cache::append_device(uint32_t layer_index, uint32_t n_tokens, View k, View 
 
 void Cache::record_append(uint32_t layer_index, uint32_t n_tokens, View k, View v) {
   LayerState& layer = layers_[layer_index];
+  const AppendPlacement placement = policy_->place_append(*this, layer_index, n_tokens);
   ops::AppendRowsShape shape;
   shape.num_kv_heads = config_.num_kv_heads;
   shape.head_dim = config_.head_dim;
   shape.slot_stride = layer.slot_stride;
-  shape.first_slot = layer.slots_held;
-  shape.num_tokens = n_tokens;
-  shape.first_position = policy_->position_for_slot(*this, layer_index, layer.slots_held, layer.tokens_seen);
+  shape.first_slot = placement.first_slot;
+  shape.num_tokens = std::min(n_tokens, placement.wrap_after);
+  shape.first_position = policy_->position_for_slot(*this, layer_index, placement.first_slot, layer.tokens_seen);
   shape.dtype = config_.dtype;
   ops::append_rows(backend_, shape, {k, v, view(*layer.k), view(*layer.v), view(*layer.positions)});
-  layer.slots_held += n_tokens;
+  uint32_t end_slot = shape.first_slot + shape.num_tokens;
+  if (n_tokens > shape.num_tokens) {  // the rest of a chunk that wraps around a ring
+    const size_t offset = size_t(shape.num_tokens) * config_.token_elements() * dtype_size(config_.dtype);
+    shape.first_position += int32_t(shape.num_tokens);
+    shape.first_slot = placement.wrap_slot;
+    shape.num_tokens = n_tokens - shape.num_tokens;
+    ops::append_rows(backend_, shape, {View{k.tensor, k.offset + offset}, View{v.tensor, v.offset + offset}, view(*layer.k),
+                                       view(*layer.v), view(*layer.positions)});
+    end_slot = std::max(end_slot, shape.first_slot + shape.num_tokens);
+  }
+  layer.slots_held = std::max(layer.slots_held, end_slot);
   layer.last_append = n_tokens;
   layer.tokens_seen += n_tokens;
 }
@@ -178,8 +189,9 @@ View Cache::record_attention(uint32_t layer_index, uint32_t n_queries, View q, V
   LayerState& layer = layers_[layer_index];
   if (!scores && policy_->needs_scores())
     scores = view(ensure(attend_scores_, backend_, size_t(config_.num_kv_heads) * layer.slots_held * sizeof(float)));
-  ops::attention(backend_, attention_shape(layer_index, n_queries),
-                 {q, view(*layer.k), view(*layer.v), view(*layer.positions), turn_table(), out, scores});
+  if (!policy_->record_attention(*this, layer_index, n_queries, q, out, scores))
+    ops::attention(backend_, attention_shape(layer_index, n_queries),
+                   {q, view(*layer.k), view(*layer.v), view(*layer.positions), turn_table(), out, scores});
   layer.last_queries = n_queries;
   return scores;
 }
@@ -200,9 +212,11 @@ void Cache::end_prefill() {
 void Cache::read(uint32_t layer_index, uint32_t max_slots, void* k, void* v, int32_t* positions) {
   check_layer(layer_index);
   const LayerState& layer = layers_[layer_index];
-  require(max_slots >= layer.slots_held, KVC_ERROR_BUFFER_TOO_SMALL,
-          "max_slots is " + std::to_string(max_slots) + " but layer " + std::to_string(layer_index) + " holds " +
-              std::to_string(layer.slots_held) + " slots");
+  const uint32_t slots = policy_->read_slots(*this, layer_index);
+  require(max_slots >= slots, KVC_ERROR_BUFFER_TOO_SMALL,
+          "max_slots is " + std::to_string(max_slots) + " but layer " + std::to_string(layer_index) + " reads as " +
+              std::to_string(slots) + " slots");
+  if (policy_->read(*this, layer_index, k, v, positions)) return;
   const size_t row_bytes = size_t(config_.head_dim) * dtype_size(config_.dtype);
   const size_t held = layer.slots_held;
   backend_.begin();

@@ -24,7 +24,7 @@
 // f32: what is left is the FFT stages (odd radices leave most threads idle) and, in f16, the
 // registers that four held pairs cost.
 //
-// Why not VkFFT (vulkan/fft.h): its DCT refuses N = 4092 and goes wrong along the cache's
+// Why not VkFFT's DCT: it refuses N = 4092 and goes wrong along the cache's
 // strided axis on the H100 (../shared/GPU.md), so it would need a transpose into [head][d][N],
 // an R2C FFT, a twiddle pass, an inverse FFT and a transpose back: five passes over memory
 // where the fused kernel makes one.

@@ -1,6 +1,7 @@
 #include <string>
 
 #include "policies/eviction.h"
+#include "policies/faedkv.h"
 #include "policies/freqkv.h"
 #include "policies/full.h"
 #include "policies/observation_window.h"
@@ -14,6 +15,8 @@ std::unique_ptr<Policy> make_policy(const CacheConfig& config) {
       return std::make_unique<FullPolicy>(config);
     case KVC_POLICY_FREQKV:
       return std::make_unique<FreqKvPolicy>(config, freqkv_params(config));
+    case KVC_POLICY_FAEDKV:
+      return make_faedkv_policy(config);
     case KVC_POLICY_STREAMING:
     case KVC_POLICY_H2O:
     case KVC_POLICY_TOVA:

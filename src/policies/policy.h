@@ -13,6 +13,14 @@ namespace kvc {
 
 class Cache;
 
+// Where an append's tokens land: token i at first_slot + i, and from token wrap_after on at
+// wrap_slot + (i - wrap_after) (a ring of slots that wraps within the append).
+struct AppendPlacement {
+  uint32_t first_slot = 0;
+  uint32_t wrap_after = UINT32_MAX;
+  uint32_t wrap_slot = 0;
+};
+
 class Policy {
  public:
   virtual ~Policy() = default;
@@ -28,9 +36,32 @@ class Policy {
   // after it in the same append carry the next positions, one each.
   virtual int32_t position_for_slot(const Cache& cache, uint32_t layer, uint32_t slot, uint64_t token_index) const = 0;
 
+  // Where the n_tokens of an append land (checked by check_append): by default after the
+  // slots held. A policy that reuses slots records here what it keeps of their contents
+  // first (FAEDKV folds the window's oldest tokens into its spectrum).
+  virtual AppendPlacement place_append(Cache& cache, uint32_t layer, uint32_t n_tokens);
+
   // Called once by the Cache after its storage exists: device state the policy owns (tables,
   // scratch) is allocated here, so that nothing is built on the decode path.
   virtual void allocate_device_state(Backend& backend) { (void)backend; }
+
+  // Attention the policy computes itself (FAEDKV over its spectral segment): records it and
+  // returns true; false leaves it to plain attention over the slots held. Throws before
+  // recording anything when it cannot serve the call.
+  virtual bool record_attention(Cache& cache, uint32_t layer, uint32_t n_queries, View q, View out, View scores) {
+    (void)cache, (void)layer, (void)n_queries, (void)q, (void)out, (void)scores;
+    return false;
+  }
+
+  // Slots kvc_cache_read returns for `layer`: by default those held.
+  virtual uint32_t read_slots(const Cache& cache, uint32_t layer) const;
+  // Reads `layer` as attention sees it when the policy holds part of it in another form
+  // (outputs as kvc_cache_read documents, read_slots() per kv head, any may be null) and
+  // returns true; false reads the storage as it is.
+  virtual bool read(Cache& cache, uint32_t layer, void* k, void* v, int32_t* positions) {
+    (void)cache, (void)layer, (void)k, (void)v, (void)positions;
+    return false;
+  }
 
   // Whether after_attend needs the attention scores.
   virtual bool needs_scores() const { return false; }

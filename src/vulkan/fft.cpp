@@ -9,7 +9,7 @@
 
 namespace kvc::vk {
 
-struct DctPlan::Impl {
+struct FftPlan::Impl {
   VkFFTApplication app{};
   VkDevice device = VK_NULL_HANDLE;
   VkPhysicalDevice physical_device = VK_NULL_HANDLE;
@@ -19,12 +19,12 @@ struct DctPlan::Impl {
   uint64_t buffer_bytes = 0;
 };
 
-DctPlan::DctPlan(Device& device, const DctShape& shape) : impl_(std::make_unique<Impl>()) {
+FftPlan::FftPlan(Device& device, const FftShape& shape) : impl_(std::make_unique<Impl>()) {
   Impl& impl = *impl_;
   impl.device = device.device();
   impl.physical_device = device.physical_device();
   impl.queue = device.queue();
-  impl.buffer_bytes = uint64_t(shape.length) * shape.batch * sizeof(float);
+  impl.buffer_bytes = uint64_t(shape.length) * shape.batch * 2 * sizeof(float);
   // VkFFT uploads its lookup tables at init through its own pool and fence.
   VkCommandPoolCreateInfo pool_info{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   pool_info.queueFamilyIndex = device.queue_family();
@@ -36,7 +36,6 @@ DctPlan::DctPlan(Device& device, const DctShape& shape) : impl_(std::make_unique
   config.FFTdim = 1;
   config.size[0] = shape.length;
   config.numberBatches = shape.batch;
-  config.performDCT = 2;
   config.device = &impl.device;
   config.physicalDevice = &impl.physical_device;
   config.queue = &impl.queue;
@@ -47,19 +46,18 @@ DctPlan::DctPlan(Device& device, const DctShape& shape) : impl_(std::make_unique
   if (result != VKFFT_SUCCESS) {
     vkDestroyFence(impl.device, impl.fence, nullptr);
     vkDestroyCommandPool(impl.device, impl.pool, nullptr);
-    const std::string message = "VkFFT cannot plan a DCT of length " + std::to_string(shape.length) +
-                                " (VkFFTResult " + std::to_string(static_cast<int>(result)) + ")";
-    throw Error(result == VKFFT_ERROR_UNSUPPORTED_FFT_LENGTH_DCT ? KVC_ERROR_UNSUPPORTED : KVC_ERROR_VULKAN, message);
+    throw Error(KVC_ERROR_UNSUPPORTED, "VkFFT cannot plan " + std::to_string(shape.batch) + " transforms of length " +
+                                           std::to_string(shape.length) + " (VkFFTResult " + std::to_string(static_cast<int>(result)) + ")");
   }
 }
 
-DctPlan::~DctPlan() {
+FftPlan::~FftPlan() {
   deleteVkFFT(&impl_->app);
   vkDestroyFence(impl_->device, impl_->fence, nullptr);
   vkDestroyCommandPool(impl_->device, impl_->pool, nullptr);
 }
 
-void DctPlan::record(Recorder& recorder, BufferSlice data, bool inverse) {
+void FftPlan::record(Recorder& recorder, BufferSlice data, bool inverse) {
   VkCommandBuffer commands = recorder.raw_commands();
   VkBuffer buffer = data.buffer->handle();
   VkFFTLaunchParams launch{};
@@ -70,9 +68,9 @@ void DctPlan::record(Recorder& recorder, BufferSlice data, bool inverse) {
   require(result == VKFFT_SUCCESS, KVC_ERROR_VULKAN, "VkFFTAppend failed (VkFFTResult " + std::to_string(static_cast<int>(result)) + ")");
 }
 
-DctPlan& DctPlans::get(const DctShape& shape) {
+FftPlan& FftPlans::get(const FftShape& shape) {
   auto it = plans_.find(shape);
-  if (it == plans_.end()) it = plans_.emplace(shape, std::make_unique<DctPlan>(device_, shape)).first;
+  if (it == plans_.end()) it = plans_.emplace(shape, std::make_unique<FftPlan>(device_, shape)).first;
   return *it->second;
 }
 

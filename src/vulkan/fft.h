@@ -15,25 +15,26 @@ namespace kvc::vk {
 class Device;
 class Recorder;
 
-// `batch` independent f32 transforms of `length` contiguous elements each.
-struct DctShape {
+// `batch` independent complex transforms of `length` points each, f32 (re, im) pairs laid out
+// [batch][length]. Any length: VkFFT falls back to Bluestein's algorithm for large primes.
+struct FftShape {
   uint32_t length = 0;
   uint32_t batch = 1;
-  bool operator<(const DctShape& other) const {
+  bool operator<(const FftShape& other) const {
     return std::tie(length, batch) < std::tie(other.length, other.batch);
   }
 };
 
-class DctPlan {
+class FftPlan {
  public:
-  // Throws Error(KVC_ERROR_UNSUPPORTED) for lengths VkFFT cannot transform in one upload.
-  DctPlan(Device& device, const DctShape& shape);
-  ~DctPlan();
-  DctPlan(const DctPlan&) = delete;
-  DctPlan& operator=(const DctPlan&) = delete;
+  // Throws Error(KVC_ERROR_UNSUPPORTED) for shapes VkFFT cannot plan.
+  FftPlan(Device& device, const FftShape& shape);
+  ~FftPlan();
+  FftPlan(const FftPlan&) = delete;
+  FftPlan& operator=(const FftPlan&) = delete;
 
-  // In place on `data` (length * batch floats at its offset): VkFFT's unnormalised DCT-II
-  // (forward) or DCT-III (inverse); DCT-III(DCT-II(x)) = 2 * length * x.
+  // In place on `data` (length * batch complex values at its offset), unnormalised both ways:
+  // forward X[k] = sum_n x[n] e^{-2 pi i k n / length}, inverse with e^{+2 pi i k n / length}.
   void record(Recorder& recorder, BufferSlice data, bool inverse);
 
  private:
@@ -42,15 +43,15 @@ class DctPlan {
 };
 
 // Plans by shape, kept for the life of a context.
-class DctPlans {
+class FftPlans {
  public:
-  explicit DctPlans(Device& device) : device_(device) {}
-  DctPlan& get(const DctShape& shape);
+  explicit FftPlans(Device& device) : device_(device) {}
+  FftPlan& get(const FftShape& shape);
   size_t plans_created() const { return plans_.size(); }
 
  private:
   Device& device_;
-  std::map<DctShape, std::unique_ptr<DctPlan>> plans_;
+  std::map<FftShape, std::unique_ptr<FftPlan>> plans_;
 };
 
 }  // namespace kvc::vk

@@ -1,5 +1,5 @@
-// The Vulkan runtime: VkFFT wired in (one smoke transform against the DCT formula), a context
-// over an application's own Vulkan objects, device choice by index, timestamps, pipeline reuse.
+// The Vulkan runtime: a context over an application's own Vulkan objects, device choice by index,
+// timestamps, pipeline reuse.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -9,42 +9,10 @@
 #include "support/attention_case.h"
 #include "support/test_support.h"
 #include "vulkan/device.h"
-#include "vulkan/fft.h"
 #include "vulkan/pipeline.h"
 #include "vulkan/recorder.h"
 
 namespace kvc {
-
-TEST_CASE("VkFFT DCT-II smoke test against the formula, then DCT-III returns 2N x") {
-  Backend* gpu = test::vulkan_backend();
-  REQUIRE(gpu != nullptr);
-  const uint32_t length = 60, batch = 3;  // 60 = 4 * 3 * 5: a non-power-of-two VkFFT does in one upload
-  const std::vector<float> input = test::random_floats(size_t(length) * batch);
-  auto data = test::make_tensor(*gpu, input.data(), input.size() * 4);
-  vk::DctPlan& plan = gpu->dct_plans().get({length, batch});
-  gpu->begin();
-  plan.record(gpu->recorder(), data->slice(0, input.size() * 4), false);
-  gpu->submit();
-  const std::vector<float> forward = test::decode(test::read_tensor(*gpu, *data, input.size() * 4), Dtype::F32);
-  for (uint32_t b = 0; b < batch; ++b) {
-    for (uint32_t k = 0; k < length; ++k) {
-      // VkFFT's DCT-II is unnormalised: X_k = 2 sum_n x_n cos(pi k (2n + 1) / 2N) (../shared/GPU.md).
-      long double expected = 0;
-      for (uint32_t n = 0; n < length; ++n)
-        expected += 2.0L * input[b * length + n] * std::cos(M_PIl * k * (2 * n + 1) / (2.0L * length));
-      CHECK(forward[b * length + k] == doctest::Approx(static_cast<double>(expected)).epsilon(1e-4).scale(10));
-    }
-  }
-  gpu->begin();
-  plan.record(gpu->recorder(), data->slice(0, input.size() * 4), true);
-  gpu->submit();
-  const std::vector<float> round_trip = test::decode(test::read_tensor(*gpu, *data, input.size() * 4), Dtype::F32);
-  for (size_t i = 0; i < input.size(); ++i) CHECK(round_trip[i] == doctest::Approx(2.0 * length * input[i]).epsilon(1e-4).scale(10));
-  CHECK(gpu->dct_plans().plans_created() == 1);
-  gpu->dct_plans().get({length, batch});
-  CHECK(gpu->dct_plans().plans_created() == 1);  // plans are made once per shape
-  CHECK(test::validation_messages() == 0);
-}
 
 TEST_CASE("a context over the application's own Vulkan device runs attention") {
   // The "application" here is a second kvc device; its raw handles are what an engine passes.

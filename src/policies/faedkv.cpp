@@ -1,0 +1,305 @@
+#include "policies/faedkv.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <set>
+#include <string>
+
+#include "cache/cache.h"
+#include "ops/compact.h"
+#include "ops/segment_spectrum.h"
+#include "ops/spectral_attention.h"
+#include "ops/spectral_fold.h"
+#include "vulkan/fft.h"
+
+namespace kvc {
+namespace {
+
+constexpr uint32_t kMaxChunks = 4096;
+
+// max(1, round(r * C)) chunks, as sec. 3.2's "top r * C" needs a whole number.
+uint32_t chunks_kept(float retain_ratio, uint32_t chunks) {
+  return std::clamp(uint32_t(std::lround(double(retain_ratio) * chunks)), 1u, chunks);
+}
+
+// The lowest frequencies first: chunk 0 (bin 0 up), then C - 1 (the mirrors of the lowest
+// bins), then 1, C - 2, ...: a conjugate-symmetric pair of chunks is kept together.
+std::vector<bool> lowest_frequency_chunks(uint32_t chunks, uint32_t kept) {
+  std::vector<bool> keep(chunks, false);
+  for (uint32_t i = 0; i < kept; ++i) keep[i % 2 == 0 ? i / 2 : chunks - 1 - i / 2] = true;
+  return keep;
+}
+
+std::vector<bool> most_important_chunks(const float* importance, uint32_t chunks, uint32_t kept) {
+  std::vector<uint32_t> order(chunks);
+  std::iota(order.begin(), order.end(), 0u);
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return importance[a] > importance[b]; });
+  std::vector<bool> keep(chunks, false);
+  for (uint32_t i = 0; i < kept; ++i) keep[order[i]] = true;
+  return keep;
+}
+
+kvc_faedkv_params checked_params(const CacheConfig& config) {
+  kvc_faedkv_params params = kvc_faedkv_params_default();
+  if (config.policy_params) {
+    const auto* given = static_cast<const kvc_faedkv_params*>(config.policy_params);
+    require(given->struct_size >= sizeof(kvc_faedkv_params), KVC_ERROR_INVALID_ARGUMENT,
+            "kvc_faedkv_params.struct_size is " + std::to_string(given->struct_size) + "; set it to sizeof(kvc_faedkv_params)");
+    params = *given;
+  }
+  require(!config.rope.enabled(), KVC_ERROR_UNSUPPORTED,
+          "FAEDKV transforms keys as the model stores them, after RoPE: create the cache with rope_style KVC_ROPE_NONE and "
+          "append rotated keys");
+  require(params.recent_window >= 1, KVC_ERROR_INVALID_ARGUMENT, "kvc_faedkv_params.recent_window is 0; it must be at least 1");
+  require(params.chunks >= 1 && params.chunks <= kMaxChunks, KVC_ERROR_INVALID_ARGUMENT,
+          "kvc_faedkv_params.chunks is " + std::to_string(params.chunks) + "; it must lie in 1.." + std::to_string(kMaxChunks));
+  require(std::isfinite(params.retain_ratio) && params.retain_ratio > 0.0f && params.retain_ratio <= 1.0f, KVC_ERROR_INVALID_ARGUMENT,
+          "kvc_faedkv_params.retain_ratio is " + std::to_string(params.retain_ratio) + "; it must lie in (0, 1]");
+  const uint64_t least_prompt = uint64_t(params.sinks) + params.recent_window + params.chunks;
+  require(least_prompt <= config.capacity, KVC_ERROR_INVALID_ARGUMENT,
+          "sinks + recent_window + chunks = " + std::to_string(least_prompt) + " exceeds capacity " + std::to_string(config.capacity) +
+              ": no prompt the cache holds could leave a segment of one token per chunk");
+  return params;
+}
+
+}  // namespace
+
+std::unique_ptr<Policy> make_faedkv_policy(const CacheConfig& config) {
+  const kvc_faedkv_params params = checked_params(config);
+  std::vector<std::vector<bool>> kept(config.num_layers);
+  for (uint32_t layer = 0; layer < config.num_layers; ++layer) {
+    if (params.chunk_keep) {
+      const uint8_t* row = params.chunk_keep + size_t(layer) * params.chunks;
+      kept[layer].assign(row, row + params.chunks);
+      require(std::find(kept[layer].begin(), kept[layer].end(), true) != kept[layer].end(), KVC_ERROR_INVALID_ARGUMENT,
+              "kvc_faedkv_params.chunk_keep keeps no chunk of layer " + std::to_string(layer));
+    } else if (params.chunk_importance) {
+      const float* row = params.chunk_importance + size_t(layer) * params.chunks;
+      for (uint32_t c = 0; c < params.chunks; ++c)
+        require(std::isfinite(row[c]), KVC_ERROR_INVALID_ARGUMENT,
+                "kvc_faedkv_params.chunk_importance of layer " + std::to_string(layer) + ", chunk " + std::to_string(c) + " is not finite");
+      kept[layer] = most_important_chunks(row, params.chunks, chunks_kept(params.retain_ratio, params.chunks));
+    } else {
+      kept[layer] = lowest_frequency_chunks(params.chunks, chunks_kept(params.retain_ratio, params.chunks));
+    }
+  }
+  return std::make_unique<FaedKvPolicy>(config, params, std::move(kept));
+}
+
+FaedKvPolicy::FaedKvPolicy(const CacheConfig& config, const kvc_faedkv_params& params, std::vector<std::vector<bool>> kept_chunks)
+    : capacity_(config.capacity),
+      sinks_(params.sinks),
+      recent_window_(params.recent_window),
+      chunks_(params.chunks),
+      kept_chunks_(std::move(kept_chunks)),
+      config_(config) {
+  config_.policy_params = nullptr;
+}
+
+void FaedKvPolicy::check_append(const Cache& cache, uint32_t layer, uint32_t n_tokens) const {
+  if (spectra_.empty()) {
+    const uint32_t held = cache.layer(layer).slots_held;
+    require(uint64_t(held) + n_tokens <= capacity_, KVC_ERROR_CAPACITY, [&] {
+      return "layer " + std::to_string(layer) + " holds " + std::to_string(held) + " of its " + std::to_string(capacity_) +
+             " slots; FAEDKV keeps the whole prompt until kvc_cache_end_prefill, so " + std::to_string(n_tokens) + " more do not fit";
+    });
+  } else {
+    require(n_tokens <= recent_window_, KVC_ERROR_CAPACITY, [&] {
+      return std::to_string(n_tokens) + " tokens in one append after the prompt; FAEDKV takes at most recent_window = " +
+             std::to_string(recent_window_) + " at a time (they replace the window's oldest)";
+    });
+  }
+}
+
+int32_t FaedKvPolicy::position_for_slot(const Cache&, uint32_t, uint32_t, uint64_t token_index) const {
+  return static_cast<int32_t>(token_index);
+}
+
+std::vector<uint32_t> FaedKvPolicy::stored_bins(uint32_t layer, uint32_t segment_length) const {
+  std::set<uint32_t> bins;
+  for (uint32_t c = 0; c < chunks_; ++c) {
+    if (!kept_chunks_[layer][c]) continue;
+    const uint64_t first = uint64_t(c) * segment_length / chunks_, end = uint64_t(c + 1) * segment_length / chunks_;
+    for (uint64_t k = first; k < end; ++k) bins.insert(uint32_t(std::min<uint64_t>(k, segment_length - k)));
+  }
+  return {bins.begin(), bins.end()};
+}
+
+void FaedKvPolicy::end_prefill(Cache& cache) {
+  require(spectra_.empty(), KVC_ERROR_BAD_STATE, "kvc_cache_end_prefill was already called; reset the cache to start a new prompt");
+  for (uint32_t layer = 0; layer < config_.num_layers; ++layer) {
+    const uint32_t held = cache.layer(layer).slots_held;
+    require(uint64_t(held) >= uint64_t(sinks_) + recent_window_ + chunks_, KVC_ERROR_BAD_STATE, [&] {
+      return "layer " + std::to_string(layer) + " holds a prompt of " + std::to_string(held) + " tokens; FAEDKV needs at least sinks + recent_window + chunks = " +
+             std::to_string(uint64_t(sinks_) + recent_window_ + chunks_) + " (a segment of one token per chunk)";
+    });
+  }
+  Backend& backend = cache.backend();
+  if (!backend.is_cpu()) {
+    // The transforms are planned before anything changes (a length VkFFT refuses fails the
+    // call cleanly) and never on the decode path: the prompt's, and one decode query's.
+    for (uint32_t layer = 0; layer < config_.num_layers; ++layer) {
+      const uint32_t segment = cache.layer(layer).slots_held - sinks_ - recent_window_;
+      backend.fft_plans().get({segment, config_.num_kv_heads * config_.head_dim / 2});
+      backend.fft_plans().get({segment, config_.num_q_heads});
+    }
+  }
+  if (sinks_ > 0 && !sink_indices_) {
+    std::vector<uint32_t> indices(size_t(config_.num_kv_heads) * sinks_);
+    for (size_t i = 0; i < indices.size(); ++i) indices[i] = uint32_t(i % sinks_);
+    sink_indices_ = std::make_unique<Tensor>(backend, indices.size() * 4);
+    backend.upload(indices.data(), indices.size() * 4, *sink_indices_, 0);
+  }
+  spectra_.resize(config_.num_layers);
+  for (uint32_t layer = 0; layer < config_.num_layers; ++layer) transform_prompt(cache, layer);
+  cache.count_compression();
+}
+
+void FaedKvPolicy::transform_prompt(Cache& cache, uint32_t layer_index) {
+  Backend& backend = cache.backend();
+  LayerState& layer = cache.layer(layer_index);
+  LayerSpectrum& spectrum = spectra_[layer_index];
+  const uint32_t prompt = layer.slots_held, segment = prompt - sinks_ - recent_window_;
+  spectrum.segment_length = segment;
+  spectrum.folded = segment;
+  spectrum.ring_start = 0;
+  spectrum.bins = stored_bins(layer_index, segment);
+  const uint32_t num_bins = uint32_t(spectrum.bins.size());
+  spectrum.bin_table = std::make_unique<Tensor>(backend, size_t(num_bins) * 4);
+  backend.upload(spectrum.bins.data(), size_t(num_bins) * 4, *spectrum.bin_table, 0);
+  if (!backend.is_cpu()) {
+    const std::vector<uint32_t> map = ops::spectral_bin_map(spectrum.bins, segment);
+    spectrum.bin_map = std::make_unique<Tensor>(backend, map.size() * 4);
+    backend.upload(map.data(), map.size() * 4, *spectrum.bin_map, 0);
+  }
+  const size_t state_bytes = size_t(config_.num_kv_heads) * num_bins * config_.head_dim * 8;
+  spectrum.key_states = std::make_unique<Tensor>(backend, state_bytes);
+  spectrum.value_states = std::make_unique<Tensor>(backend, state_bytes);
+
+  // Eq. 10, as a running mean (eq. 9 with N = M tokens folded in).
+  ops::SegmentSpectrumShape transform{config_.num_kv_heads, config_.head_dim, layer.slot_stride, sinks_, segment, segment, 0,
+                                      num_bins, config_.dtype, 1.0f / float(segment)};
+  ops::segment_spectrum(backend, transform, {view(*layer.k), view(*spectrum.bin_table), view(*spectrum.key_states)});
+  ops::segment_spectrum(backend, transform, {view(*layer.v), view(*spectrum.bin_table), view(*spectrum.value_states)});
+
+  // The sinks and the recent window move into storage of their own size; the prompt's goes.
+  const uint32_t kept_slots = sinks_ + recent_window_;
+  const size_t row_bytes = size_t(config_.head_dim) * dtype_size(config_.dtype);
+  auto k = std::make_unique<Tensor>(backend, size_t(config_.num_kv_heads) * kept_slots * row_bytes);
+  auto v = std::make_unique<Tensor>(backend, size_t(config_.num_kv_heads) * kept_slots * row_bytes);
+  auto positions = std::make_unique<Tensor>(backend, size_t(config_.num_kv_heads) * kept_slots * 4);
+  const ops::CompactShape move{config_.num_kv_heads, config_.head_dim, layer.slot_stride, sinks_, sinks_,
+                               prompt - recent_window_, recent_window_, config_.dtype, kept_slots};
+  const View indices = sink_indices_ ? view(*sink_indices_) : view(*spectrum.bin_table);  // no sinks: never read
+  ops::compact(backend, move, {indices, view(*layer.k), view(*layer.v), view(*layer.positions), view(*k), view(*v), view(*positions)});
+  cache.replace_storage(layer_index, std::move(k), std::move(v), std::move(positions), kept_slots);
+  layer.slots_held = kept_slots;
+}
+
+AppendPlacement FaedKvPolicy::place_append(Cache& cache, uint32_t layer_index, uint32_t n_tokens) {
+  if (spectra_.empty()) return Policy::place_append(cache, layer_index, n_tokens);
+  LayerState& layer = cache.layer(layer_index);
+  LayerSpectrum& spectrum = spectra_[layer_index];
+  // The window's n oldest tokens leave it (eq. 12) before the new ones take their slots.
+  const ops::SpectralFoldShape fold{config_.num_kv_heads, config_.head_dim, layer.slot_stride, uint32_t(spectrum.bins.size()),
+                                    spectrum.segment_length, spectrum.folded, n_tokens, sinks_, recent_window_, spectrum.ring_start,
+                                    config_.dtype};
+  ops::spectral_fold(cache.backend(), fold,
+                     {view(*layer.k), view(*layer.v), view(*spectrum.bin_table), view(*spectrum.key_states), view(*spectrum.value_states)});
+  AppendPlacement placement;
+  placement.first_slot = sinks_ + spectrum.ring_start;
+  placement.wrap_after = recent_window_ - spectrum.ring_start;
+  placement.wrap_slot = sinks_;
+  spectrum.folded += n_tokens;
+  spectrum.ring_start = (spectrum.ring_start + n_tokens) % recent_window_;
+  return placement;
+}
+
+bool FaedKvPolicy::record_attention(Cache& cache, uint32_t layer_index, uint32_t n_queries, View q, View out, View scores) {
+  if (spectra_.empty()) return false;
+  require(!scores, KVC_ERROR_UNSUPPORTED,
+          "FAEDKV holds the prompt's middle as DFT bins, which have no per-slot scores: attend without scores after kvc_cache_end_prefill");
+  const LayerState& layer = cache.layer(layer_index);
+  const LayerSpectrum& spectrum = spectra_[layer_index];
+  ops::SpectralAttentionShape shape;
+  shape.num_q_heads = config_.num_q_heads;
+  shape.num_kv_heads = config_.num_kv_heads;
+  shape.head_dim = config_.head_dim;
+  shape.num_queries = n_queries;
+  shape.num_slots = layer.slots_held;
+  shape.slot_stride = layer.slot_stride;
+  shape.first_query_position = int32_t(layer.tokens_seen - n_queries);
+  shape.num_bins = uint32_t(spectrum.bins.size());
+  shape.segment_length = spectrum.segment_length;
+  shape.dtype = config_.dtype;
+  ops::spectral_attention(cache.backend(), shape,
+                          {q, view(*layer.k), view(*layer.v), view(*layer.positions), view(*spectrum.bin_table),
+                           spectrum.bin_map ? view(*spectrum.bin_map) : View{}, view(*spectrum.key_states), view(*spectrum.value_states),
+                           out});
+  return true;
+}
+
+uint32_t FaedKvPolicy::read_slots(const Cache& cache, uint32_t layer) const {
+  return spectra_.empty() ? cache.layer(layer).slots_held : sinks_ + spectra_[layer].segment_length + recent_window_;
+}
+
+bool FaedKvPolicy::read(Cache& cache, uint32_t layer_index, void* k, void* v, int32_t* positions) {
+  if (spectra_.empty()) return false;
+  Backend& backend = cache.backend();
+  const LayerState& layer = cache.layer(layer_index);
+  const LayerSpectrum& spectrum = spectra_[layer_index];
+  const uint32_t heads = config_.num_kv_heads, dim = config_.head_dim, M = spectrum.segment_length;
+  const size_t stored = size_t(heads) * layer.slot_stride, row_bytes = size_t(dim) * dtype_size(config_.dtype);
+  std::vector<unsigned char> held_k(stored * row_bytes), held_v(stored * row_bytes);
+  std::vector<int32_t> held_positions(stored);
+  std::vector<float> key_states(spectrum.key_states->bytes() / 4), value_states(spectrum.value_states->bytes() / 4);
+  backend.begin();
+  backend.download(*layer.k, 0, held_k.data(), held_k.size());
+  backend.download(*layer.v, 0, held_v.data(), held_v.size());
+  backend.download(*layer.positions, 0, held_positions.data(), held_positions.size() * 4);
+  backend.download(*spectrum.key_states, 0, key_states.data(), key_states.size() * 4);
+  backend.download(*spectrum.value_states, 0, value_states.data(), value_states.size() * 4);
+  backend.submit();
+  const std::vector<float> segment_k = ops::spectral_reconstruct_cpu(heads, dim, M, spectrum.bins, key_states.data());
+  const std::vector<float> segment_v = ops::spectral_reconstruct_cpu(heads, dim, M, spectrum.bins, value_states.data());
+
+  // Per kv head: the sinks, the segment in eq. 9's order (the stored frame turned back by the
+  // tokens folded since the prompt), then the window from its oldest token.
+  const uint32_t slots = read_slots(cache, layer_index);
+  const uint64_t turned = spectrum.folded - M;
+  for (uint32_t head = 0; head < heads; ++head)
+    for (uint32_t out_slot = 0; out_slot < slots; ++out_slot) {
+      const size_t out_row = size_t(head) * slots + out_slot;
+      const bool in_segment = out_slot >= sinks_ && out_slot < sinks_ + M;
+      if (in_segment) {
+        const uint32_t n = out_slot - sinks_;
+        const size_t from = (size_t(head) * M + (n + turned) % M) * dim;
+        for (uint32_t d = 0; d < dim; ++d) {
+          if (k) store_element(k, config_.dtype, out_row * dim + d, segment_k[from + d]);
+          if (v) store_element(v, config_.dtype, out_row * dim + d, segment_v[from + d]);
+        }
+        if (positions) positions[out_row] = int32_t(out_slot);
+        continue;
+      }
+      const uint32_t slot = out_slot < sinks_ ? out_slot : sinks_ + (spectrum.ring_start + out_slot - sinks_ - M) % recent_window_;
+      const size_t from = size_t(head) * layer.slot_stride + slot;
+      if (k) std::memcpy(static_cast<unsigned char*>(k) + out_row * row_bytes, held_k.data() + from * row_bytes, row_bytes);
+      if (v) std::memcpy(static_cast<unsigned char*>(v) + out_row * row_bytes, held_v.data() + from * row_bytes, row_bytes);
+      if (positions) positions[out_row] = held_positions[from];
+    }
+  return true;
+}
+
+size_t FaedKvPolicy::device_bytes_held() const {
+  size_t total = sink_indices_ ? sink_indices_->bytes() : 0;
+  for (const LayerSpectrum& spectrum : spectra_)
+    total += spectrum.bin_table->bytes() + (spectrum.bin_map ? spectrum.bin_map->bytes() : 0) + spectrum.key_states->bytes() +
+             spectrum.value_states->bytes();
+  return total;
+}
+
+void FaedKvPolicy::on_reset() { spectra_.clear(); }
+
+}  // namespace kvc

@@ -1,0 +1,68 @@
+// FAEDKV: Li et al., "FAEDKV: Infinite-Window Fourier Transform for Unbiased KV Cache
+// Compression". The prompt is kept whole until kvc_cache_end_prefill; then (sec. 4.2.1, eq. 10)
+// each layer's middle segment of M = N - S - R tokens becomes the DFT bins of its kept chunks
+// (sec. 3.2: C contiguous chunks of the M bins, the top r*C by the ablation's Delta_{l,c} of
+// eq. 7, or a caller's table, or the lowest frequencies), stored once per conjugate pair as a
+// running mean (S = X / M). The R recent tokens live in a ring of R slots after the S sinks:
+// an append first folds the ring's oldest tokens into the bins (eq. 9's IWDFT, ops/spectral_fold)
+// and then takes their slots, so attention sees sinks, the reconstructed segment and exactly the
+// last R tokens (eq. 13). Attention is computed from the bins (ops/spectral_attention), never
+// from a rebuilt segment (eq. 11's sparse IDFT is what it avoids). Keys are transformed as the
+// model stores them (after its RoPE): libkvc's own RoPE is refused. ../shared/DESIGN.md: N in
+// eq. 9 is the number of tokens folded so far.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "policies/policy.h"
+
+namespace kvc {
+
+class FaedKvPolicy : public Policy {
+ public:
+  // kept_chunks: per layer, per chunk, whether the chunk is kept.
+  FaedKvPolicy(const CacheConfig& config, const kvc_faedkv_params& params, std::vector<std::vector<bool>> kept_chunks);
+
+  uint32_t slots_allocated() const override { return capacity_; }
+  void check_append(const Cache& cache, uint32_t layer, uint32_t n_tokens) const override;
+  int32_t position_for_slot(const Cache& cache, uint32_t layer, uint32_t slot, uint64_t token_index) const override;
+  AppendPlacement place_append(Cache& cache, uint32_t layer, uint32_t n_tokens) override;
+  bool record_attention(Cache& cache, uint32_t layer, uint32_t n_queries, View q, View out, View scores) override;
+  void end_prefill(Cache& cache) override;
+  uint32_t read_slots(const Cache& cache, uint32_t layer) const override;
+  bool read(Cache& cache, uint32_t layer, void* k, void* v, int32_t* positions) override;
+  size_t device_bytes_held() const override;
+  void on_reset() override;
+
+  // The stored bins (each k <= M/2 standing for k and M - k) of `layer` for a segment of M.
+  std::vector<uint32_t> stored_bins(uint32_t layer, uint32_t segment_length) const;
+
+ private:
+  struct LayerSpectrum {
+    std::vector<uint32_t> bins;
+    std::unique_ptr<Tensor> bin_table;  // uint32 [bins]
+    std::unique_ptr<Tensor> bin_map;    // ops::spectral_bin_map (Vulkan)
+    std::unique_ptr<Tensor> key_states, value_states;  // f32 (re, im) [num_kv_heads][bins][head_dim]
+    uint32_t segment_length = 0;        // M
+    uint64_t folded = 0;                // N: tokens in the state (M after the prompt)
+    uint32_t ring_start = 0;            // the window's oldest token is at slot sinks + ring_start
+  };
+
+  void transform_prompt(Cache& cache, uint32_t layer);
+
+  uint32_t capacity_;
+  uint32_t sinks_;
+  uint32_t recent_window_;
+  uint32_t chunks_;
+  std::vector<std::vector<bool>> kept_chunks_;
+  CacheConfig config_;  // policy_params is not read after creation
+  std::vector<LayerSpectrum> spectra_;  // empty until the prompt ends
+  std::unique_ptr<Tensor> sink_indices_;  // uint32 [num_kv_heads][sinks]: 0 .. S-1, for ops::compact
+};
+
+// The parameters config.policy_params points to (NULL: the paper's), checked, and the chunks
+// each layer keeps; throws KVC_ERROR_INVALID_ARGUMENT or _UNSUPPORTED naming the field.
+std::unique_ptr<Policy> make_faedkv_policy(const CacheConfig& config);
+
+}  // namespace kvc

@@ -1,0 +1,57 @@
+// segment_spectrum on Vulkan (packed real sequences through VkFFT) against the CPU's formula
+// in double, over awkward lengths: odd, prime, and a prime factor VkFFT handles by Bluestein.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "ops/segment_spectrum.h"
+#include "support/test_support.h"
+#include "vulkan/fft.h"
+
+namespace kvc {
+
+TEST_CASE("segment_spectrum on Vulkan equals the CPU reference") {
+  Backend* gpu = test::vulkan_backend();
+  REQUIRE(gpu != nullptr);
+  // {heads, head_dim, slot_stride, first_slot, length, T, offset, bins, dtype}
+  const ops::SegmentSpectrumShape shapes[] = {{2, 8, 40, 3, 37, 37, 0, 37, Dtype::F32},     // prime T, every bin
+                                              {3, 16, 300, 10, 148, 148, 0, 21, Dtype::F16},  // 148 = 4 * 37
+                                              {1, 64, 200, 0, 120, 512, 7, 64, Dtype::F32},   // zero-padded window
+                                              {8, 128, 1100, 10, 1021, 1021, 0, 130, Dtype::F16, 1.0f / 1021}};  // FAEDKV's mean
+  for (const ops::SegmentSpectrumShape& shape : shapes) {
+    std::vector<float> rows = test::random_floats(size_t(shape.num_heads) * shape.slot_stride * shape.head_dim);
+    const std::vector<unsigned char> row_bytes = test::encode(rows, shape.dtype);
+    // Random bins, with 0 and T - 1 (the mirror of 1) always among them.
+    std::vector<uint32_t> bins(shape.num_bins);
+    for (uint32_t b = 0; b < shape.num_bins; ++b) bins[b] = uint32_t(test::rng()() % shape.transform_length);
+    bins[0] = 0;
+    bins[shape.num_bins - 1] = shape.transform_length - 1;
+    const size_t out_bytes = size_t(shape.num_heads) * shape.num_bins * shape.head_dim * 8;
+    std::vector<std::vector<float>> results;
+    for (Backend* backend : {&test::cpu_backend(), gpu}) {
+      auto states = test::make_tensor(*backend, row_bytes.data(), row_bytes.size());
+      auto bin_table = test::make_tensor(*backend, bins.data(), bins.size() * 4);
+      auto out = test::make_poisoned(*backend, out_bytes);
+      backend->begin();
+      ops::segment_spectrum(*backend, shape, {view(*states), view(*bin_table), view(*out)});
+      backend->submit();
+      results.push_back(test::decode(test::read_tensor(*backend, *out, out_bytes), Dtype::F32));
+    }
+    INFO("heads ", shape.num_heads, " head_dim ", shape.head_dim, " length ", shape.length, " T ", shape.transform_length,
+         " ", dtype_name(shape.dtype));
+    // An f32 FFT's error grows like log T times the unit roundoff, relative to the spectrum's scale.
+    CHECK(test::relative_max_error(results[1], results[0]) < 2e-5);
+  }
+  CHECK(test::validation_messages() == 0);
+}
+
+TEST_CASE("VkFFT plans are made once per shape") {
+  Backend* gpu = test::vulkan_backend();
+  REQUIRE(gpu != nullptr);
+  const size_t before = gpu->fft_plans().plans_created();
+  gpu->fft_plans().get({74, 3});
+  gpu->fft_plans().get({74, 3});
+  CHECK(gpu->fft_plans().plans_created() == before + 1);
+}
+
+}  // namespace kvc

@@ -1,0 +1,68 @@
+// Spectral attention on Vulkan (bin products, inverse FFT, softmax, forward FFT, value sum)
+// against the CPU's materialized segment, over odd and non-power-of-two segments, GQA,
+// chunks of queries and held slots in ring order.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "ops/spectral_attention.h"
+#include "support/test_support.h"
+
+namespace kvc {
+
+TEST_CASE("spectral_attention on Vulkan equals the CPU reference") {
+  Backend* gpu = test::vulkan_backend();
+  REQUIRE(gpu != nullptr);
+  struct Case {
+    uint32_t q_heads, kv_heads, dim, queries, held, segment_length, num_bins;
+    Dtype dtype;
+  };
+  for (const Case& c : {Case{4, 2, 8, 1, 7, 37, 5, Dtype::F32}, Case{8, 2, 64, 3, 60, 1021, 130, Dtype::F16},
+                        Case{2, 1, 128, 1, 11, 500, 251, Dtype::F32}}) {
+    // Distinct bins <= M/2 (the last case keeps every one).
+    std::vector<uint32_t> all(c.segment_length / 2 + 1);
+    std::iota(all.begin(), all.end(), 0u);
+    std::shuffle(all.begin(), all.end(), test::rng());
+    std::vector<uint32_t> bins(all.begin(), all.begin() + c.num_bins);
+    std::sort(bins.begin(), bins.end());
+    // Held slots in a shuffled order, the queries' tokens the newest positions.
+    const int32_t first_query = 1000;
+    std::vector<int32_t> slot_positions(c.held);
+    std::iota(slot_positions.begin(), slot_positions.end(), first_query + int32_t(c.queries) - int32_t(c.held));
+    std::shuffle(slot_positions.begin(), slot_positions.end(), test::rng());
+    std::vector<int32_t> positions;
+    for (uint32_t h = 0; h < c.kv_heads; ++h) positions.insert(positions.end(), slot_positions.begin(), slot_positions.end());
+    std::vector<float> k = test::random_floats(size_t(c.kv_heads) * c.held * c.dim), v = test::random_floats(k.size());
+    std::vector<float> q = test::random_floats(size_t(c.queries) * c.q_heads * c.dim, -3, 3);
+    const std::vector<unsigned char> k_bytes = test::encode(k, c.dtype), v_bytes = test::encode(v, c.dtype), q_bytes = test::encode(q, c.dtype);
+    // States scaled so the segment's rows are about as large as the held ones.
+    const float state_scale = 1.0f / std::sqrt(float(c.num_bins));
+    std::vector<float> key_states = test::random_floats(size_t(c.kv_heads) * c.num_bins * c.dim * 2, -state_scale, state_scale);
+    std::vector<float> value_states = test::random_floats(key_states.size(), -state_scale, state_scale);
+    const std::vector<uint32_t> map = ops::spectral_bin_map(bins, c.segment_length);
+    const ops::SpectralAttentionShape shape{c.q_heads, c.kv_heads, c.dim, c.queries, c.held, c.held, first_query,
+                                            c.num_bins, c.segment_length, c.dtype};
+    const size_t out_bytes = q_bytes.size();
+    std::vector<std::vector<float>> results;
+    for (Backend* backend : {&test::cpu_backend(), gpu}) {
+      auto t = [&](const auto& data) { return test::make_tensor(*backend, data.data(), data.size() * sizeof(data[0])); };
+      auto q_t = t(q_bytes), k_t = t(k_bytes), v_t = t(v_bytes), p_t = t(positions), bins_t = t(bins), map_t = t(map);
+      auto ks_t = t(key_states), vs_t = t(value_states);
+      auto out = test::make_poisoned(*backend, out_bytes);
+      backend->begin();
+      ops::spectral_attention(*backend, shape,
+                              {view(*q_t), view(*k_t), view(*v_t), view(*p_t), view(*bins_t), view(*map_t), view(*ks_t), view(*vs_t), view(*out)});
+      backend->submit();
+      results.push_back(test::decode(test::read_tensor(*backend, *out, out_bytes), c.dtype));
+    }
+    INFO("q heads ", c.q_heads, " kv heads ", c.kv_heads, " dim ", c.dim, " queries ", c.queries, " M ", c.segment_length,
+         " bins ", c.num_bins, " ", dtype_name(c.dtype));
+    // f32: the logits come out of an f32 FFT of length M (error ~ log M ulp of the spectrum's
+    // scale) and the value sum out of another; f16 adds the output's rounding (2^-11).
+    CHECK(test::relative_max_error(results[1], results[0]) < (c.dtype == Dtype::F32 ? 5e-5 : 2e-3));
+  }
+  CHECK(test::validation_messages() == 0);
+}
+
+}  // namespace kvc
