@@ -185,8 +185,8 @@ void FourierPolicy::compress(Cache& cache, uint32_t layer_index) {
   const uint32_t held = layer.slots_held;
   middle.middle_length = held - sinks_ - local_window_;
   middle.ring_start = 0;
-  compress_part(cache, layer_index, *layer.k, middle.key);
-  compress_part(cache, layer_index, *layer.v, middle.value);
+  compress_middle(backend, layer_index, true, *layer.k, layer.slot_stride, middle.middle_length);
+  compress_middle(backend, layer_index, false, *layer.v, layer.slot_stride, middle.middle_length);
 
   // The sinks and the local window move into storage of their own size; the prompt's goes.
   const uint32_t kept_slots = sinks_ + local_window_;
@@ -204,41 +204,37 @@ void FourierPolicy::compress(Cache& cache, uint32_t layer_index) {
   cache.count_compression();
 }
 
-void FourierPolicy::compress_part(Cache& cache, uint32_t layer_index, Tensor& rows, MiddlePart& part) {
-  Backend& backend = cache.backend();
-  const LayerState& layer = cache.layer(layer_index);
+void FourierPolicy::compress_middle(Backend& backend, uint32_t layer, bool keys, Tensor& rows, uint32_t slot_stride, uint32_t length) {
+  MiddlePart& part = keys ? layers_[layer].key : layers_[layer].value;
   const uint32_t heads = config_.num_kv_heads, dim = config_.head_dim, rows_2n = 2 * num_states_;
-  const uint32_t length = layers_[layer_index].middle_length;
   // Every dim is projected and fitted (sec. 3.4 ranks them all), then the chosen ones are
   // gathered: the coefficients, their affine maps, and the other dims' rows.
   const ops::HippoFourierShape all_dims{heads, dim, num_states_, window_length_, dim, config_.dtype};
-  const ops::HippoFourierSegment segment{layer.slot_stride, sinks_, length, 0};
+  const ops::HippoFourierSegment segment{slot_stride, sinks_, length, 0};
   const std::vector<float> zeros(size_t(heads) * rows_2n * dim, 0.0f);
-  Tensor all_coefficients(backend, zeros.size() * 4);
-  Tensor all_affine(backend, size_t(heads) * 2 * dim * 4);
-  Tensor squared_error(backend, size_t(heads) * dim * 4);
+  Tensor& all_coefficients = ensure(all_coefficients_, backend, zeros.size() * 4);
+  Tensor& all_affine = ensure(all_affine_, backend, size_t(heads) * 2 * dim * 4);
+  Tensor& squared_error = ensure(squared_error_, backend, size_t(heads) * dim * 4);
   backend.upload(zeros.data(), zeros.size() * 4, all_coefficients, 0);
   ops::hippo_fourier_project(backend, all_dims, segment, {view(rows), view(*identity_dims_), view(all_coefficients)});
   ops::hippo_fourier_fit(backend, all_dims, segment,
                          {view(rows), view(*identity_dims_), view(all_coefficients), view(all_affine), view(squared_error)});
   if (!part.caller_dims) {
-    part.chosen_dims = std::make_unique<Tensor>(backend, size_t(heads) * dim * 4);
     ops::HippoFourierShape choose = all_dims;
     choose.num_dims = part.compressed;
-    ops::hippo_fourier_choose_dims(backend, choose, {view(squared_error), view(*part.chosen_dims)});
+    ops::hippo_fourier_choose_dims(backend, choose, {view(squared_error), view(ensure(part.chosen_dims, backend, size_t(heads) * dim * 4))});
   }
   const uint32_t kept = dim - part.compressed;
-  part.coefficients = std::make_unique<Tensor>(backend, size_t(heads) * rows_2n * part.compressed * 4);
-  part.affine = std::make_unique<Tensor>(backend, size_t(heads) * 2 * part.compressed * 4);
-  part.packed = std::make_unique<Tensor>(backend, size_t(heads) * middle_capacity() * kept * dtype_size(config_.dtype));
+  ensure(part.coefficients, backend, size_t(heads) * rows_2n * part.compressed * 4);
+  ensure(part.affine, backend, size_t(heads) * 2 * part.compressed * 4);
+  ensure(part.packed, backend, size_t(heads) * middle_capacity() * kept * dtype_size(config_.dtype));
   const View dims = view(part.dims());
   ops::gather_dims(backend, {heads, dim, rows_2n, 0, rows_2n, dim, 0, part.compressed, rows_2n, 0, Dtype::F32, Dtype::F32},
                    {view(all_coefficients), dims, view(*part.coefficients)});
   ops::gather_dims(backend, {heads, dim, 2, 0, 2, dim, 0, part.compressed, 2, 0, Dtype::F32, Dtype::F32},
                    {view(all_affine), dims, view(*part.affine)});
   ops::gather_dims(backend,
-                   {heads, dim, layer.slot_stride, sinks_, length, dim, part.compressed, kept, middle_capacity(), 0, config_.dtype,
-                    config_.dtype},
+                   {heads, dim, slot_stride, sinks_, length, dim, part.compressed, kept, middle_capacity(), 0, config_.dtype, config_.dtype},
                    {view(rows), dims, view(*part.packed)});
 }
 
@@ -380,7 +376,9 @@ bool FourierPolicy::read(Cache& cache, uint32_t layer_index, void* k, void* v, i
 }
 
 size_t FourierPolicy::device_bytes_held() const {
-  size_t total = (identity_dims_ ? identity_dims_->bytes() : 0) + (sink_indices_ ? sink_indices_->bytes() : 0);
+  size_t total = 0;
+  for (const std::unique_ptr<Tensor>* tensor : {&identity_dims_, &sink_indices_, &all_coefficients_, &all_affine_, &squared_error_})
+    total += *tensor ? (*tensor)->bytes() : 0;
   for (const LayerMiddle& middle : layers_)
     for (const MiddlePart* part : {&middle.key, &middle.value})
       for (const std::unique_ptr<Tensor>* tensor : {&part->caller_dims, &part->chosen_dims, &part->coefficients, &part->affine, &part->packed})
@@ -390,6 +388,9 @@ size_t FourierPolicy::device_bytes_held() const {
 
 void FourierPolicy::on_reset() {
   prefill_ended_ = false;
+  all_coefficients_.reset();
+  all_affine_.reset();
+  squared_error_.reset();
   for (LayerMiddle& middle : layers_) {
     middle.compressed = false;
     middle.middle_length = 0;

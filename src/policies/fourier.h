@@ -53,8 +53,11 @@ class FourierPolicy : public Policy {
   size_t device_bytes_held() const override;
   void on_reset() override;
 
-  bool compressed(uint32_t layer) const { return layers_[layer].compressed; }
-  uint32_t middle_length(uint32_t layer) const { return layers_[layer].middle_length; }
+  // Records the compression of `layer`'s K (keys) or V middle, slots sinks .. sinks + length - 1
+  // of `rows` ([num_kv_heads][slot_stride][head_dim]), into the layer's coefficients, affine
+  // maps and packed rows (sec. 3.3-3.4, appendix D): every dim projected and fitted, the dims
+  // chosen (unless the caller's table gives them), then gathered. The step kvc-bench times.
+  void compress_middle(Backend& backend, uint32_t layer, bool keys, Tensor& rows, uint32_t slot_stride, uint32_t length);
 
  private:
   // K's or V's compressed middle.
@@ -76,7 +79,6 @@ class FourierPolicy : public Policy {
   };
 
   void compress(Cache& cache, uint32_t layer);
-  void compress_part(Cache& cache, uint32_t layer, Tensor& rows, MiddlePart& part);
   // Folds `length` window tokens from ring slot `first_ring` into the middle (eq. 6).
   void fold(Cache& cache, uint32_t layer, uint32_t first_ring, uint32_t length);
   uint32_t middle_capacity() const { return capacity_ - sinks_ - local_window_; }
@@ -93,6 +95,9 @@ class FourierPolicy : public Policy {
   bool prefill_ended_ = false;
   std::unique_ptr<Tensor> identity_dims_;  // uint32 [num_kv_heads][head_dim]: 0 .. head_dim - 1
   std::unique_ptr<Tensor> sink_indices_;   // uint32 [num_kv_heads][sinks]: 0 .. S-1, for ops::compact
+  // Every dim's coefficients, affine maps and errors while a middle is compressed (kept for the
+  // next layer's compression).
+  std::unique_ptr<Tensor> all_coefficients_, all_affine_, squared_error_;
 };
 
 // The parameters config.policy_params points to (NULL: the paper's), checked, and each layer's
