@@ -4,7 +4,8 @@
 // middle's uncompressed dims keep every token, its compressed dims read back as appendix D's
 // standardized F^T C of eq. 4 (by formula, over every token the middle has taken: eq. 6 is eq. 4
 // one column longer), sec. 3.4 compresses the dims that reconstruct best, attention equals
-// softmax attention over that rebuilt cache, and refused calls change nothing.
+// softmax attention over that rebuilt cache, refused calls change nothing, and a reset gives
+// the prompt's storage back.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -260,6 +261,11 @@ TEST_CASE("FOURIER on the CPU follows the paper step by step") {
     REQUIRE(kvc_cache_stats_get(cache.get(), &stats) == KVC_OK);
     CHECK(stats.compressions == desc.num_layers);
     CHECK(stats.slots_held == uint64_t(desc.num_layers) * (sinks + local));
+    // A reset forgets the middles: the storage is the prompt's again, and so are the bytes.
+    REQUIRE(kvc_cache_reset(cache.get()) == KVC_OK);
+    REQUIRE(kvc_cache_stats_get(cache.get(), &stats) == KVC_OK);
+    CHECK(stats.slots_held == 0);
+    CHECK(stats.device_bytes_held == bytes_before);
   }
 }
 
