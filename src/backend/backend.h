@@ -45,6 +45,10 @@ enum class ScratchId : uint32_t {
   AppendValues,  // and its V
   SpectrumWork,  // packed sequences of a segment_spectrum transform
   SpectralAttentionWork,  // spectral_attention's spectra, bin products and held share
+  FourierQueryCoefficients,  // fourier_attention (factorized): C_k q per query head, and its offsets' dot
+  FourierKeySpectrum,        // ... F^T of those: the compressed dims' logits
+  FourierProbabilities,      // ... the middle's probabilities as (p, 0) pairs
+  FourierValueSpectrum,      // ... F of those
   Count
 };
 

@@ -4,8 +4,13 @@
 // tokens, whose keys and values are rebuilt where they are used: uncompressed dims from packed
 // rows, compressed dims as scale (F^T C) + offset (ops/hippo_fourier.h). Middle keys are kept
 // after RoPE (the paper compresses the cache as attention sees it), so they are not rotated.
-// The Vulkan kernel is fused like FlashFourierAttention (appendix D): each workgroup rebuilds a
-// tile of middle tokens in shared memory and attends to it; nothing rebuilt is written.
+// Two Vulkan routes, neither writing a rebuilt cache. Fused, like FlashFourierAttention
+// (appendix D): each workgroup rebuilds a tile of middle tokens in shared memory and attends to
+// it, O(L N' (|D^kc| + |D^vc|)) work. Factorized (the issue's): the compressed dims' logits are
+// F^T (C_k q~) + b, one DFT of 2N values per query head evaluated at the L middle tokens, and
+// their values' share is C_v^T (F p), one DFT of the L probabilities at N bins (both through
+// ops/segment_spectrum, VkFFT), so the work is O(T log T + L |D^u|) per query head; the
+// uncompressed dims and the full rows are read once per kv head. Factorized takes no RoPE.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +20,8 @@
 #include "ops/rope.h"
 
 namespace kvc::ops {
+
+enum class FourierAttentionRoute { Fused, Factorized };
 
 struct FourierAttentionShape {
   uint32_t num_q_heads = 0;
@@ -30,7 +37,8 @@ struct FourierAttentionShape {
   uint32_t k_compressed = 0;     // |D^kc| per kv head, < head_dim
   uint32_t v_compressed = 0;     // |D^vc|
   Dtype dtype = Dtype::F32;      // of q, k, v, the middle rows and out
-  RopeParams rope;
+  RopeParams rope;               // Fused route only
+  FourierAttentionRoute route = FourierAttentionRoute::Fused;  // Vulkan's; the CPU has one
 };
 
 struct FourierAttentionArgs {
@@ -44,12 +52,18 @@ struct FourierAttentionArgs {
   View k_coefficients, v_coefficients;   // f32 [num_kv_heads][2N][k_compressed] (resp. v_compressed)
   View k_affine, v_affine;               // f32 [num_kv_heads][2][k_compressed] (resp. v_compressed)
   View out;                              // [num_q_heads][head_dim]
+  View bins;                             // uint32 0, 1, ..., max(num_middle, N) - 1: Factorized only
 };
+
+// Outside a submission, before the first Factorized call of this shape's num_q_heads and
+// window_length: plans the transforms (never on the decode path).
+void fourier_attention_prepare(Backend& backend, const FourierAttentionShape& shape);
 
 void fourier_attention(Backend& backend, const FourierAttentionShape& shape, const FourierAttentionArgs& args);
 // The reference materializes the middle (hippo_fourier_reconstruct_host), then attends as
 // ops::attention_cpu does: a direct softmax with double accumulation.
 void fourier_attention_cpu(const FourierAttentionShape& shape, const FourierAttentionArgs& args);
 void fourier_attention_vulkan(Backend& backend, const FourierAttentionShape& shape, const FourierAttentionArgs& args);
+void fourier_attention_prepare_vulkan(Backend& backend, const FourierAttentionShape& shape);
 
 }  // namespace kvc::ops

@@ -72,6 +72,10 @@ void fourier_attention_cpu(const FourierAttentionShape& shape, const FourierAtte
   }
 }
 
+void fourier_attention_prepare(Backend& backend, const FourierAttentionShape& shape) {
+  if (!backend.is_cpu()) fourier_attention_prepare_vulkan(backend, shape);
+}
+
 void fourier_attention(Backend& backend, const FourierAttentionShape& shape, const FourierAttentionArgs& args) {
   if (backend.is_cpu()) fourier_attention_cpu(shape, args);
   else fourier_attention_vulkan(backend, shape, args);

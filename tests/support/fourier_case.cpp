@@ -108,6 +108,10 @@ std::vector<float> FourierCase::run(Backend& backend) const {
     k_a = tensor_of(backend, k_affine);
     v_a = tensor_of(backend, v_affine);
   }
+  std::vector<uint32_t> bins(std::max(shape.num_middle, shape.num_states));
+  std::iota(bins.begin(), bins.end(), 0u);
+  auto bins_t = tensor_of(backend, bins);
+  if (shape.route == ops::FourierAttentionRoute::Factorized) ops::fourier_attention_prepare(backend, shape);
   auto optional = [](const std::unique_ptr<Tensor>& t) { return t ? view(*t) : View{}; };
   const size_t out_count = size_t(shape.num_q_heads) * shape.head_dim;
   auto out = make_poisoned(backend, out_count * dtype_size(shape.dtype));
@@ -115,7 +119,7 @@ std::vector<float> FourierCase::run(Backend& backend) const {
   ops::fourier_attention(backend, shape,
                          {view(*q_t), view(*k_t), view(*v_t), view(*positions_t), optional(turns), optional(k_middle_t),
                           optional(v_middle_t), optional(k_dims_t), optional(v_dims_t), optional(k_c), optional(v_c),
-                          optional(k_a), optional(v_a), view(*out)});
+                          optional(k_a), optional(v_a), view(*out), view(*bins_t)});
   backend.submit();
   return decode(read_tensor(backend, *out, out_count * dtype_size(shape.dtype)), shape.dtype);
 }
