@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <string>
 
 #include "cache/cache.h"
@@ -128,6 +129,10 @@ FourierPolicy::FourierPolicy(const CacheConfig& config, const kvc_fourier_params
 
 void FourierPolicy::allocate_device_state(Backend& backend) {
   const uint32_t heads = config_.num_kv_heads, dim = config_.head_dim;
+  ops::FourierAttentionShape attention;
+  attention.num_q_heads = config_.num_q_heads;
+  attention.window_length = window_length_;
+  ops::fourier_attention_prepare(backend, attention);  // a length VkFFT refuses fails the cache's creation
   auto table = [&](const std::vector<uint32_t>& values) {
     auto tensor = std::make_unique<Tensor>(backend, values.size() * 4);
     backend.upload(values.data(), values.size() * 4, *tensor, 0);
@@ -139,6 +144,9 @@ void FourierPolicy::allocate_device_state(Backend& backend) {
   for (size_t i = 0; i < sinks.size(); ++i) sinks[i] = uint32_t(i % sinks_);
   identity_dims_ = table(identity);
   if (sinks_ > 0) sink_indices_ = table(sinks);
+  std::vector<uint32_t> bins(std::max(middle_capacity(), num_states_));
+  std::iota(bins.begin(), bins.end(), 0u);
+  bins_ = table(bins);
   for (uint32_t layer = 0; layer < config_.num_layers; ++layer) {
     layers_[layer].key.compressed = key_plans_[layer].compressed;
     layers_[layer].value.compressed = value_plans_[layer].compressed;
@@ -296,11 +304,12 @@ bool FourierPolicy::record_attention(Cache& cache, uint32_t layer_index, uint32_
   shape.k_compressed = middle.key.compressed;
   shape.v_compressed = middle.value.compressed;
   shape.dtype = config_.dtype;
+  shape.route = ops::FourierAttentionRoute::Factorized;
   ops::fourier_attention(cache.backend(), shape,
                          {q, view(*layer.k), view(*layer.v), view(*layer.positions), cache.turn_table(), view(*middle.key.packed),
                           view(*middle.value.packed), view(middle.key.dims()), view(middle.value.dims()),
                           view(*middle.key.coefficients), view(*middle.value.coefficients), view(*middle.key.affine),
-                          view(*middle.value.affine), out});
+                          view(*middle.value.affine), out, view(*bins_)});
   return true;
 }
 
@@ -377,7 +386,7 @@ bool FourierPolicy::read(Cache& cache, uint32_t layer_index, void* k, void* v, i
 
 size_t FourierPolicy::device_bytes_held() const {
   size_t total = 0;
-  for (const std::unique_ptr<Tensor>* tensor : {&identity_dims_, &sink_indices_, &all_coefficients_, &all_affine_, &squared_error_})
+  for (const std::unique_ptr<Tensor>* tensor : {&identity_dims_, &sink_indices_, &bins_, &all_coefficients_, &all_affine_, &squared_error_})
     total += *tensor ? (*tensor)->bytes() : 0;
   for (const LayerMiddle& middle : layers_)
     for (const MiddlePart* part : {&middle.key, &middle.value})

@@ -10,8 +10,9 @@
 // local window is a ring of L_local slots after the sinks: an append first folds the ring's
 // oldest tokens into the middle (eq. 6, appendix C's update; their other dims packed after the
 // middle's) and then takes their slots. Decode attention rebuilds the compressed dims where it
-// reads them (eq. 5, ops/fourier_attention: fused as appendix D's FlashFourierAttention, never
-// writing a rebuilt cache). Keys are compressed as the model stores them, after its RoPE (the
+// reads them (eq. 5, ops/fourier_attention, never writing a rebuilt cache; on Vulkan its
+// factorized route, whose work grows as T log T per query head where the fused one, appendix D's
+// FlashFourierAttention, grows as L N (|D^kc| + |D^vc|)). Keys are compressed as the model stores them, after its RoPE (the
 // paper's cache): libkvc's RoPE is refused. Choices where the paper leaves room: the same
 // number of compressed dims for every kv head of a layer (the authors' tables vary it across a
 // layer's heads); the pyramid's "last 8 layers" rule wins over "first 4" in models of fewer
@@ -99,6 +100,7 @@ class FourierPolicy : public Policy {
   bool prefill_ended_ = false;
   std::unique_ptr<Tensor> identity_dims_;  // uint32 [num_kv_heads][head_dim]: 0 .. head_dim - 1
   std::unique_ptr<Tensor> sink_indices_;   // uint32 [num_kv_heads][sinks]: 0 .. S-1, for ops::compact
+  std::unique_ptr<Tensor> bins_;           // uint32 0 .. max(middle capacity, N) - 1: the factorized route's DFT bins
   // Every dim's coefficients, affine maps and errors while a middle is compressed (kept for the
   // next layer's compression).
   std::unique_ptr<Tensor> all_coefficients_, all_affine_, squared_error_;
