@@ -1,8 +1,11 @@
 // kvc-bench rows for FourierAttention (issue 12) in the paper's setting (sec. 4.1: 4 initial and
 // 1024 local tokens, N = 512, the inverted pyramid) at L = 32K, 32 layers, 32 q / 8 kv heads,
 // d = 128, f16: the compression of a prompt's middle (every layer's K and V), and a decode step
-// (every layer's eq. 6 fold of the token leaving the window and its fused attention) beside a
-// FULL decode step over the same L (no RoPE in either: FOURIER takes rotated keys).
+// (every layer's eq. 6 fold of the token leaving the window and its attention, by the
+// factorized route the policy takes and by the fused one) beside a FULL decode step over the
+// same L (no RoPE in either: FOURIER takes rotated keys).
+#include <algorithm>
+#include <numeric>
 #include <string>
 
 #include "bench_rows.h"
@@ -120,9 +123,18 @@ void add_decode_rows(Backend& backend, const Timing& timing, const RowOptions& o
     state_of_layer.push_back(index);
   }
 
-  if (options.wants("fourier_decode_step")) {
+  std::vector<uint32_t> bin_values(std::max(middle_capacity, setting.states));
+  std::iota(bin_values.begin(), bin_values.end(), 0u);
+  auto bins = upload_table(backend, bin_values);
+  for (auto [name, route] : {std::pair{"fourier_decode_step", ops::FourierAttentionRoute::Factorized},
+                             std::pair{"fourier_decode_step_fused", ops::FourierAttentionRoute::Fused}}) {
+    if (!options.wants(name)) continue;
+    ops::FourierAttentionShape prepare;
+    prepare.num_q_heads = kQHeads;
+    prepare.window_length = setting.length;
+    ops::fourier_attention_prepare(backend, prepare);
     Row row;
-    row.name = "fourier_decode_step";
+    row.name = name;
     row.shape = setting.shape();
     row.dtype = "f16";
     double bytes = 0;
@@ -143,11 +155,13 @@ void add_decode_rows(Backend& backend, const Timing& timing, const RowOptions& o
         }
         ops::FourierAttentionShape shape{kQHeads,          kKvHeads, kHeadDim, full_slots, full_slots,
                                          int32_t(setting.length), setting.middle() + 1, middle_capacity, setting.states,
-                                         setting.length,   state.key_compressed,        state.value_compressed, Dtype::F16, {}};
+                                         setting.length,   state.key_compressed,        state.value_compressed, Dtype::F16, {},
+                                         route};
         ops::fourier_attention(backend, shape,
                                {view(*q), view(*k), view(*v), view(*positions), View{}, view(*state.key_packed),
                                 view(*state.value_packed), view(*dims), view(*dims), view(*state.key_coefficients),
-                                view(*state.value_coefficients), view(*state.key_affine), view(*state.value_affine), view(*out)});
+                                view(*state.value_coefficients), view(*state.key_affine), view(*state.value_affine), view(*out),
+                                view(*bins)});
       }
     });
     // What must be read once: the full rows, the packed dims and the coefficients.
