@@ -67,7 +67,7 @@ CachePtr EngineSession::create_cache(kvc_policy policy, uint32_t capacity, const
   desc.dtype = KVC_DTYPE_F16;
   desc.capacity = capacity;
   desc.policy = policy;
-  desc.rope_style = KVC_ROPE_NEOX;
+  desc.rope_style = policy == KVC_POLICY_FAEDKV ? KVC_ROPE_NONE : KVC_ROPE_NEOX;
   desc.rope_theta = 10000.0f;
   desc.policy_params = policy_params;
   kvc_cache* cache = nullptr;
@@ -116,6 +116,11 @@ double EngineSession::run_step(kvc_cache* cache, EnginePath path, uint32_t n, bo
     gpu_us = last_submission_gpu_us();
   }
   return gpu_us;
+}
+
+double EngineSession::end_prefill(kvc_cache* cache) {
+  check(kvc_cache_end_prefill(cache), "kvc_cache_end_prefill");
+  return last_submission_gpu_us();
 }
 
 void EngineSession::end_open_step() {

@@ -26,7 +26,7 @@ using CachePtr = std::unique_ptr<kvc_cache, void (*)(kvc_cache*)>;
 
 // A Vulkan context, and random f16 inputs for calls of up to `max_tokens` tokens, as host arrays
 // and as device buffers holding the same values. Every cache it makes has `shape`, f16 and NeoX
-// RoPE. A call that fails throws kvc::Error with its status and the context's last error.
+// RoPE (FAEDKV's none: it takes keys as the model stores them, rotated). A call that fails throws kvc::Error with its status and the context's last error.
 class EngineSession {
  public:
   EngineSession(const EngineShape& shape, uint32_t max_tokens);
@@ -41,6 +41,8 @@ class EngineSession {
   // then kvc_cache_end_prefill when `end_prefill` (inside the step on the step path). Returns
   // the GPU time of what it submitted, 0 where unknown.
   double run_step(kvc_cache* cache, EnginePath path, uint32_t n, bool end_prefill);
+  // kvc_cache_end_prefill on its own; returns its GPU time.
+  double end_prefill(kvc_cache* cache);
   // A call that failed inside a step leaves the step open: this ends it, so that the next row
   // can begin its own.
   void end_open_step();

@@ -3,6 +3,7 @@
 // the public C API, beside the GPU time of the same work, for each way of driving libkvc
 // (EnginePath: host arrays, device buffers, one step per token).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -47,6 +48,10 @@ constexpr Policy kFreqKv{KVC_POLICY_FREQKV, "freqkv", "N"};
 constexpr Policy kH2o{KVC_POLICY_H2O, "h2o", "c"};
 constexpr Policy kTreeKv{KVC_POLICY_TREEKV, "treekv", "c"};
 constexpr Policy kSnapKv{KVC_POLICY_SNAPKV, "snapkv", "L"};
+constexpr Policy kFaedKv{KVC_POLICY_FAEDKV, "faedkv", "L"};
+
+// FAEDKV at its paper's defaults (S = 10, R = 50, C = 22) and the issue's r = 0.125 (3 chunks).
+kvc_faedkv_params faedkv_params() { return kvc_faedkv_params_default(); }
 
 std::string shape_text(const Policy& policy, uint32_t length, uint32_t n, const EngineShape& shape, EnginePath path) {
   return std::string(policy.name) + " " + policy.length_name + "=" + std::to_string(length) + " n=" + std::to_string(n) +
@@ -90,6 +95,8 @@ void add_row(Report& report, EngineSession& session, const char* name, std::stri
 //    slots, and the layers grow back towards N, compressing every N - S - gamma (N - S) tokens:
 //    the row times decoding over what the window holds then, compressions included where they
 //    fall (the median leaves them out).
+//  FAEDKV: a prompt of L - 1 tokens, ended: its middle M = L - 61 becomes the kept bins, and
+//    every token appended folds the window's oldest in (the row's L is the original length).
 //  H2O, TREEKV: c tokens; each token appends one (c + 1, the one chunk slot the defaults give)
 //    and its attend evicts one, so every token runs the policy's full step at c.
 CachePtr decode_cache(EngineSession& session, const Policy& policy, uint32_t length, int repetitions) {
@@ -103,6 +110,13 @@ CachePtr decode_cache(EngineSession& session, const Policy& policy, uint32_t len
     session.fill(cache.get(), length - 1);
     return cache;
   }
+  if (policy.policy == KVC_POLICY_FAEDKV) {
+    const kvc_faedkv_params params = faedkv_params();
+    CachePtr cache = session.create_cache(policy.policy, length, &params);
+    session.fill(cache.get(), length - 1);
+    session.end_prefill(cache.get());
+    return cache;
+  }
   kvc_eviction_params params = kvc_eviction_params_default();
   // Decoding never runs TreeKV's block prefill, but the cache checks its blocks at creation:
   // (c - 4 - (c/2 - 4)) / 32 is 2048 at c = 128K, one past the limit; 64-token blocks fit.
@@ -113,10 +127,12 @@ CachePtr decode_cache(EngineSession& session, const Policy& policy, uint32_t len
 }
 
 void add_decode_rows(EngineSession& session, const EngineSizes& sizes, Report& report) {
-  for (const Policy& policy : {kFull, kFreqKv, kH2o, kTreeKv})
+  for (const Policy& policy : {kFull, kFreqKv, kFaedKv, kH2o, kTreeKv})
     for (uint32_t length : sizes.decode_lengths) {
       // FreqKV's fused transform holds windows up to 16K: its row takes the shortest length.
       if (policy.policy == KVC_POLICY_FREQKV && length != sizes.decode_lengths.front()) continue;
+      // FAEDKV's issue sets its target at 32K (its CPU reference is too slow for 128K prompts).
+      if (policy.policy == KVC_POLICY_FAEDKV && length != sizes.decode_lengths[sizes.decode_lengths.size() / 2]) continue;
       for (EnginePath path : kPaths)
         add_row(report, session, "engine_decode", shape_text(policy, length, 1, sizes.shape, path),
                 bytes_moved(sizes.shape, length, 1), [&] {
@@ -147,15 +163,34 @@ void add_prefill_rows(EngineSession& session, const EngineSizes& sizes, Report& 
   }
 }
 
+// FAEDKV's transform of every layer's prompt at kvc_cache_end_prefill, alone: the cache is
+// refilled with the prompt before each run. Its floor reads the middle's K and V once (f16)
+// and writes the kept bins (complex f32).
+void add_end_prefill_rows(EngineSession& session, const EngineSizes& sizes, Report& report) {
+  const uint32_t length = sizes.prefill_length;
+  const kvc_faedkv_params params = faedkv_params();
+  const EngineShape& shape = sizes.shape;
+  const double segment = length - params.sinks - params.recent_window;
+  const double kept_bins = std::ceil(segment * 3 / params.chunks / 2) + 1;  // 3 chunks of 22 at r = 0.125, stored once per mirror pair
+  const double bytes = shape.layers * 2.0 * shape.kv_heads * shape.head_dim * (2.0 * segment + 8.0 * kept_bins);
+  add_row(report, session, "engine_end_prefill", shape_text(kFaedKv, length, 0, shape, EnginePath::Device), bytes, [&] {
+    CachePtr cache = session.create_cache(KVC_POLICY_FAEDKV, length, &params);
+    return median_wall_us(sizes.prefill_repetitions, [&] { session.refill(cache.get(), length); },
+                          [&] { return session.end_prefill(cache.get()); });
+  });
+}
+
 }  // namespace
 
 void add_engine_rows(const Timing& timing, const RowOptions& options, Report& report) {
-  const bool decode = options.wants("engine_decode"), prefill = options.wants("engine_prefill");
-  if (!decode && !prefill) return;
+  const bool decode = options.wants("engine_decode"), prefill = options.wants("engine_prefill"),
+             end_prefill = options.wants("engine_end_prefill");
+  if (!decode && !prefill && !end_prefill) return;
   const EngineSizes sizes = sizes_for(timing, options.quick);
   EngineSession session(sizes.shape, sizes.chunk);
   if (decode) add_decode_rows(session, sizes, report);
   if (prefill) add_prefill_rows(session, sizes, report);
+  if (end_prefill) add_end_prefill_rows(session, sizes, report);
 }
 
 }  // namespace kvc::bench

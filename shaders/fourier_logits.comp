@@ -17,7 +17,7 @@ layout(binding = 0) readonly buffer Query { uint q_words[]; };
 layout(binding = 1) readonly buffer Keys { uint k_words[]; };
 layout(binding = 2) readonly buffer KeyMiddle { uint k_middle[]; };
 layout(binding = 3) readonly buffer KeyDims { uint k_dims[]; };
-layout(binding = 4) readonly buffer KeySpectrum { vec4 key_spectrum[]; };  // [num_q_heads][num_middle]: (re, im) of dims a_cos, a_sin
+layout(binding = 4) readonly buffer KeySpectrum { vec4 key_spectrum[]; };  // [num_middle][num_q_heads]: (re, im) of a_cos, a_sin
 layout(binding = 5) readonly buffer Coefficients { float coefficients[]; };  // offsets' dots at [num_q_heads * 2N + head]
 layout(binding = 6) writeonly buffer Logits { float logits[]; };            // [num_q_heads][num_full_slots + num_middle]
 
@@ -60,7 +60,7 @@ void main() {
       for (uint g = 0; g < GROUP; ++g) dots[g] += q_s[g * HEAD_DIM + d] * k;
     }
     for (uint g = 0; g < GROUP; ++g) {
-      const vec4 spectrum = key_spectrum[(head0 + g) * push.num_middle + m];
+      const vec4 spectrum = key_spectrum[m * push.num_q_heads + head0 + g];
       dots[g] += spectrum.x - spectrum.w + coefficients[push.num_q_heads * 2 * push.num_states + head0 + g];
     }
   }

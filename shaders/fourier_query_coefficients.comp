@@ -2,7 +2,9 @@
 // FourierAttention decode, factorized route, step 1 (ops/fourier_attention.h): per query head h
 // of kv head kv, the middle's compressed-dim logits are sum_c q~[c] (scale[c] (F^T C)[t][c] +
 // offset[c]) = (F^T a)[t] + b with a = C (q~ . scale) (2N values) and b = q~ . offset, q~ the
-// query's compressed dims over sqrt(d). One workgroup per query head writes a and b.
+// query's compressed dims over sqrt(d). One workgroup per query head writes a and b; a is laid
+// out [N][num_q_heads][2] (cos, sin halves), one sequence per query head's half, so that one
+// segment_spectrum call over a single row of 2 num_q_heads dims transforms every head at once.
 #extension GL_GOOGLE_include_directive : require
 
 layout(local_size_x_id = 0) in;  // a power of two
@@ -15,7 +17,7 @@ layout(binding = 0) readonly buffer Query { uint q_words[]; };              // [
 layout(binding = 1) readonly buffer KeyDims { uint k_dims[]; };             // [num_kv_heads][HEAD_DIM]
 layout(binding = 2) readonly buffer KeyCoefficients { float k_coefficients[]; };  // [num_kv_heads][2N][compressed]
 layout(binding = 3) readonly buffer KeyAffine { float k_affine[]; };         // [num_kv_heads][2][compressed]
-layout(binding = 4) writeonly buffer Out { float coefficients[]; };          // [num_q_heads][2N], then [num_q_heads] offsets' dots
+layout(binding = 4) writeonly buffer Out { float coefficients[]; };          // [N][num_q_heads][2], then [num_q_heads] offsets' dots
 
 layout(push_constant) uniform Push {
   uint num_q_heads;
@@ -49,6 +51,6 @@ void main() {
   for (uint r = t; r < 2 * push.num_states; r += WG) {
     float sum = 0.0;
     for (uint c = 0; c < push.compressed; ++c) sum += k_coefficients[base + r * push.compressed + c] * q_s[c];
-    coefficients[head * 2 * push.num_states + r] = sum;
+    coefficients[((r / 2) * push.num_q_heads + head) * 2 + r % 2] = sum;
   }
 }

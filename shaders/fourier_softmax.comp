@@ -5,11 +5,12 @@
 layout(local_size_x_id = 0) in;  // a power of two
 
 layout(binding = 0) buffer Logits { float logits[]; };                    // [num_q_heads][total]
-layout(binding = 1) writeonly buffer Probabilities { vec2 middle_p[]; };  // [num_q_heads][num_middle]
+layout(binding = 1) writeonly buffer Probabilities { vec2 middle_p[]; };  // [num_middle][num_q_heads]
 
 layout(push_constant) uniform Push {
   uint num_full_slots;
   uint num_middle;
+  uint num_q_heads;
 } push;
 
 const uint WG = gl_WorkGroupSize.x;
@@ -40,6 +41,6 @@ void main() {
   for (uint j = t; j < total; j += WG) {
     const float p = exp(logits[base + j] - m) * inv_sum;
     logits[base + j] = p;
-    if (j >= push.num_full_slots) middle_p[head * push.num_middle + j - push.num_full_slots] = vec2(p, 0.0);
+    if (j >= push.num_full_slots) middle_p[(j - push.num_full_slots) * push.num_q_heads + head] = vec2(p, 0.0);
   }
 }

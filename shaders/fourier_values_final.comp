@@ -11,7 +11,7 @@ layout(constant_id = 1) const uint HEAD_DIM = 128;
 layout(constant_id = 2) const bool OUT_F16 = false;
 
 layout(binding = 0) readonly buffer Partials { float partials[]; };          // [num_q_heads][num_chunks][HEAD_DIM]
-layout(binding = 1) readonly buffer ValueSpectrum { vec4 value_spectrum[]; };  // [num_q_heads][N]: (re, im) of (p, 0)
+layout(binding = 1) readonly buffer ValueSpectrum { vec4 value_spectrum[]; };  // [N][num_q_heads]: (re, im) of (p, 0)
 layout(binding = 2) readonly buffer ValueDims { uint v_dims[]; };
 layout(binding = 3) readonly buffer ValueCoefficients { float v_coefficients[]; };  // [num_kv_heads][2N][compressed]
 layout(binding = 4) readonly buffer ValueAffine { float v_affine[]; };              // [num_kv_heads][2][compressed]
@@ -23,6 +23,7 @@ layout(push_constant) uniform Push {
   uint num_states;
   uint compressed;
   uint has_middle;
+  uint num_q_heads;
 } push;
 
 shared float out_s[HEAD_DIM];
@@ -39,10 +40,10 @@ void main() {
     const uint base = kv_head * 2 * push.num_states * push.compressed + i;
     float sum = 0.0;
     for (uint n = 0; n < push.num_states; ++n) {
-      const vec4 bin = value_spectrum[head * push.num_states + n];
+      const vec4 bin = value_spectrum[n * push.num_q_heads + head];
       sum += v_coefficients[base + 2 * n * push.compressed] * bin.x - v_coefficients[base + (2 * n + 1) * push.compressed] * bin.y;
     }
-    const float p_middle = value_spectrum[head * push.num_states].x;
+    const float p_middle = value_spectrum[head].x;
     const float scale = v_affine[2 * kv_head * push.compressed + i], offset = v_affine[(2 * kv_head + 1) * push.compressed + i];
     out_s[v_dims[kv_head * HEAD_DIM + i]] += scale * sum + offset * p_middle;
   }

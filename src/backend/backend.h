@@ -43,8 +43,7 @@ enum class ScratchId : uint32_t {
   FrequencyCompressed,
   AppendKeys,    // a host append's K, staged on the device
   AppendValues,  // and its V
-  SpectrumWork,  // packed sequences of a segment_spectrum transform
-  SpectralAttentionWork,  // spectral_attention's spectra, bin products and held share
+  SpectralAttentionWork,  // spectral_attention's bin products and held slots' share
   FourierQueryCoefficients,  // fourier_attention (factorized): C_k q per query head, and its offsets' dot
   FourierKeySpectrum,        // ... F^T of those: the compressed dims' logits
   FourierProbabilities,      // ... the middle's probabilities as (p, 0) pairs

@@ -69,8 +69,9 @@ void record_factorized(Backend& backend, const FourierAttentionShape& shape, con
     recorder.dispatch({"fourier_query_coefficients", 5, sizeof(push), {kFactorWorkgroup, dim, f16}},
                       {slice(args.q), slice(args.k_dims), slice(args.k_coefficients), slice(args.k_affine), slice(view(coefficients))},
                       &push, heads);
-    // (F^T a)[t] at the middle's tokens: the DFT of a's (cos, sin) halves at bins 0 .. L - 1.
-    segment_spectrum(backend, {heads, 2, states, 0, states, shape.window_length, 0, middle, Dtype::F32, 1.0f},
+    // (F^T a)[t] at the middle's tokens: the DFT of a's (cos, sin) halves at bins 0 .. L - 1,
+    // every query head's in one transform (one row of 2 num_q_heads dims).
+    segment_spectrum(backend, {1, 2 * heads, states, 0, states, shape.window_length, 0, middle, Dtype::F32, 1.0f},
                      {view(coefficients), args.bins, view(key_spectrum)});
   }
   {
@@ -84,12 +85,12 @@ void record_factorized(Backend& backend, const FourierAttentionShape& shape, con
                       &push, group_count(total, kLogitsWorkgroup), shape.num_kv_heads);
   }
   {
-    const uint32_t push[2] = {shape.num_full_slots, middle};
+    const uint32_t push[3] = {shape.num_full_slots, middle, heads};
     recorder.dispatch({"fourier_softmax", 2, sizeof(push), {kFactorWorkgroup}}, {slice(view(logits)), slice(view(probabilities))}, push,
                       heads);
   }
   if (has_middle)  // F p at bins 0 .. N - 1
-    segment_spectrum(backend, {heads, 2, middle, 0, middle, shape.window_length, 0, states, Dtype::F32, 1.0f},
+    segment_spectrum(backend, {1, 2 * heads, middle, 0, middle, shape.window_length, 0, states, Dtype::F32, 1.0f},
                      {view(probabilities), args.bins, view(value_spectrum)});
   const uint32_t chunks = (total + kValueChunkTokens - 1) / kValueChunkTokens;
   Tensor& partials = backend.scratch(ScratchId::AttentionPartials, size_t(heads) * chunks * dim * 4);
@@ -101,7 +102,7 @@ void record_factorized(Backend& backend, const FourierAttentionShape& shape, con
                       {slice(args.v), middle_slice(args.v_middle), middle_slice(args.v_dims), slice(view(logits)), slice(view(partials))},
                       push, chunks, shape.num_kv_heads);
   }
-  const uint32_t push[5] = {chunks, group, states, shape.v_compressed, has_middle ? 1u : 0u};
+  const uint32_t push[6] = {chunks, group, states, shape.v_compressed, has_middle ? 1u : 0u, heads};
   recorder.dispatch({"fourier_values_final", 6, sizeof(push), {value_workgroup, dim, f16}},
                     {slice(view(partials)), slice(view(value_spectrum)), middle_slice(args.v_dims), middle_slice(args.v_coefficients),
                      middle_slice(args.v_affine), slice(args.out)},

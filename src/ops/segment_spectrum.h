@@ -4,7 +4,7 @@
 // with T = transform_length: the segment placed at window_offset in a zero-padded window of T
 // points. FAEDKV (its eq. 10: the prompt's middle segment, T = its length) and FourierAttention
 // (eq. 4: the first N bins of a length-T DFT) start from it; every output is times `scale`.
-// Vulkan: two head dims packed as one complex sequence (re = dim 2j, im = dim 2j + 1), one
+// Vulkan: head by head, two head dims packed as one complex sequence (re = dim 2j, im = dim 2j + 1), one
 // VkFFT of length T for all of them, and the two real spectra separated at the chosen bins
 // (X_a[k] = (Z[k] + conj Z[T-k]) / 2, X_b[k] = (Z[k] - conj Z[T-k]) / 2i), so a real
 // transform costs half a complex one at any T.
@@ -35,9 +35,6 @@ struct SegmentSpectrumArgs {
   View bins;      // uint32 [num_bins]
   View spectrum;  // f32 (re, im) [num_heads][num_bins][head_dim][2]
 };
-
-// Device bytes of the Vulkan route's work buffer (its packed sequences), for memory reports.
-size_t segment_spectrum_work_bytes(const SegmentSpectrumShape& shape);
 
 void segment_spectrum(Backend& backend, const SegmentSpectrumShape& shape, const SegmentSpectrumArgs& args);
 void segment_spectrum_cpu(const SegmentSpectrumShape& shape, const SegmentSpectrumArgs& args);

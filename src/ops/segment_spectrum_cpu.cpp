@@ -6,10 +6,6 @@
 
 namespace kvc::ops {
 
-size_t segment_spectrum_work_bytes(const SegmentSpectrumShape& shape) {
-  return size_t(shape.num_heads) * (shape.head_dim / 2) * shape.transform_length * 2 * sizeof(float);
-}
-
 // The formula in double, one bin at a time: the reference the FFT route is tested against.
 void segment_spectrum_cpu(const SegmentSpectrumShape& shape, const SegmentSpectrumArgs& args) {
   const void* states = args.states.host<void>();

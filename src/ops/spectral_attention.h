@@ -56,9 +56,6 @@ std::vector<uint32_t> spectral_bin_map(const std::vector<uint32_t>& bins, uint32
 std::vector<float> spectral_reconstruct_cpu(uint32_t num_heads, uint32_t head_dim, uint32_t segment_length,
                                             const std::vector<uint32_t>& bins, const float* spectrum);
 
-// Device bytes of the Vulkan route's work buffers for `shape` (scratch, for memory reports).
-size_t spectral_attention_work_bytes(const SpectralAttentionShape& shape);
-
 void spectral_attention(Backend& backend, const SpectralAttentionShape& shape, const SpectralAttentionArgs& args);
 void spectral_attention_cpu(const SpectralAttentionShape& shape, const SpectralAttentionArgs& args);
 void spectral_attention_vulkan(Backend& backend, const SpectralAttentionShape& shape, const SpectralAttentionArgs& args);

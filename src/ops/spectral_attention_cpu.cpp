@@ -36,13 +36,6 @@ std::vector<float> spectral_reconstruct_cpu(uint32_t num_heads, uint32_t head_di
   return segment;
 }
 
-size_t spectral_attention_work_bytes(const SpectralAttentionShape& shape) {
-  const size_t rows = size_t(shape.num_queries) * shape.num_q_heads;
-  // The per-bin products, the full spectra (scores, then probabilities) and the held slots'
-  // share of the output, all f32.
-  return rows * (size_t(shape.num_bins) * 2 + size_t(shape.segment_length) * 2 + shape.head_dim) * sizeof(float);
-}
-
 void spectral_attention_cpu(const SpectralAttentionShape& shape, const SpectralAttentionArgs& args) {
   const uint32_t dim = shape.head_dim, group = shape.num_q_heads / shape.num_kv_heads, M = shape.segment_length;
   const std::vector<uint32_t> bins(args.bins.host<uint32_t>(), args.bins.host<uint32_t>() + shape.num_bins);

@@ -39,12 +39,13 @@ void spectral_attention_vulkan(Backend& backend, const SpectralAttentionShape& s
   const uint32_t dim = shape.head_dim, M = shape.segment_length;
   const bool f16 = shape.dtype == Dtype::F16;
   vk::FftPlan& plan = backend.fft_plans().get({M, rows});
-  Tensor& work = backend.scratch(ScratchId::SpectralAttentionWork, spectral_attention_work_bytes(shape));
-  // The spectra first (the transforms run in place on them), then the products and the held share.
-  const size_t spectra_bytes = size_t(rows) * M * 8, products_bytes = size_t(rows) * shape.num_bins * 8;
-  const vk::BufferSlice spectra = work.slice(0, spectra_bytes);
-  const vk::BufferSlice products = work.slice(spectra_bytes, products_bytes);
-  const vk::BufferSlice held = work.slice(spectra_bytes + products_bytes, size_t(rows) * dim * 4);
+  // The spectra live in the plan's own buffer (the transforms run in place on it); the bin
+  // products and the held slots' share in scratch.
+  const vk::BufferSlice spectra = plan.data();
+  const size_t products_bytes = size_t(rows) * shape.num_bins * 8;
+  Tensor& work = backend.scratch(ScratchId::SpectralAttentionWork, products_bytes + size_t(rows) * dim * 4);
+  const vk::BufferSlice products = work.slice(0, products_bytes);
+  const vk::BufferSlice held = work.slice(products_bytes, size_t(rows) * dim * 4);
   vk::Recorder& recorder = backend.recorder();
 
   const ProductsPush products_push{shape.num_bins, rows, shape.num_q_heads, group};
@@ -53,12 +54,12 @@ void spectral_attention_vulkan(Backend& backend, const SpectralAttentionShape& s
   const ExpandPush expand_push{shape.num_bins, M, rows};
   recorder.dispatch({"spectral_expand", 3, sizeof(ExpandPush), {kWorkgroupSize}}, {products, slice(args.bin_map), spectra},
                     &expand_push, groups_for(uint64_t(rows) * M));
-  plan.record(recorder, spectra, true);
+  plan.record(recorder, true);
   const SoftmaxPush softmax_push{M, shape.num_slots, shape.slot_stride, shape.num_q_heads, group, shape.first_query_position,
                                  float(1.0 / std::sqrt(double(dim)))};
   recorder.dispatch({"spectral_softmax", 6, sizeof(SoftmaxPush), {kSoftmaxWorkgroupSize, dim, f16}},
                     {slice(args.q), slice(args.k), slice(args.v), slice(args.positions), spectra, held}, &softmax_push, rows);
-  plan.record(recorder, spectra, false);
+  plan.record(recorder, false);
   const ValueSumPush value_push{shape.num_bins, M, rows, shape.num_q_heads, group};
   recorder.dispatch({"spectral_value_sum", 5, sizeof(ValueSumPush), {kWorkgroupSize, dim, f16}},
                     {slice(args.spectrum_v), slice(args.bins), spectra, held, slice(args.out)}, &value_push,

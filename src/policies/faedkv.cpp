@@ -142,7 +142,7 @@ void FaedKvPolicy::end_prefill(Cache& cache) {
     // call cleanly) and never on the decode path: the prompt's, and one decode query's.
     for (uint32_t layer = 0; layer < config_.num_layers; ++layer) {
       const uint32_t segment = cache.layer(layer).slots_held - sinks_ - recent_window_;
-      backend.fft_plans().get({segment, config_.num_kv_heads * config_.head_dim / 2});
+      backend.fft_plans().get({segment, config_.head_dim / 2});
       backend.fft_plans().get({segment, config_.num_q_heads});
     }
   }

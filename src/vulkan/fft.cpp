@@ -17,6 +17,8 @@ struct FftPlan::Impl {
   VkCommandPool pool = VK_NULL_HANDLE;
   VkFence fence = VK_NULL_HANDLE;
   uint64_t buffer_bytes = 0;
+  std::unique_ptr<Buffer> data;
+  VkBuffer data_handle = VK_NULL_HANDLE;  // VkFFT keeps a pointer to this
 };
 
 FftPlan::FftPlan(Device& device, const FftShape& shape) : impl_(std::make_unique<Impl>()) {
@@ -25,6 +27,8 @@ FftPlan::FftPlan(Device& device, const FftShape& shape) : impl_(std::make_unique
   impl.physical_device = device.physical_device();
   impl.queue = device.queue();
   impl.buffer_bytes = uint64_t(shape.length) * shape.batch * 2 * sizeof(float);
+  impl.data = std::make_unique<Buffer>(device, impl.buffer_bytes, MemoryKind::DeviceLocal);
+  impl.data_handle = impl.data->handle();
   // VkFFT uploads its lookup tables at init through its own pool and fence.
   VkCommandPoolCreateInfo pool_info{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   pool_info.queueFamilyIndex = device.queue_family();
@@ -57,13 +61,16 @@ FftPlan::~FftPlan() {
   vkDestroyCommandPool(impl_->device, impl_->pool, nullptr);
 }
 
-void FftPlan::record(Recorder& recorder, BufferSlice data, bool inverse) {
+BufferSlice FftPlan::data() const { return {impl_->data.get(), 0, impl_->buffer_bytes}; }
+
+size_t FftPlan::bytes() const { return impl_->buffer_bytes; }
+
+void FftPlan::record(Recorder& recorder, bool inverse) {
   VkCommandBuffer commands = recorder.raw_commands();
-  VkBuffer buffer = data.buffer->handle();
   VkFFTLaunchParams launch{};
   launch.commandBuffer = &commands;
-  launch.buffer = &buffer;
-  launch.bufferOffset = data.offset;
+  // The same VkBuffer* every time: VkFFT binds data() at the first append and never again.
+  launch.buffer = &impl_->data_handle;
   const VkFFTResult result = VkFFTAppend(&impl_->app, inverse ? 1 : -1, &launch);
   require(result == VKFFT_SUCCESS, KVC_ERROR_VULKAN, "VkFFTAppend failed (VkFFTResult " + std::to_string(static_cast<int>(result)) + ")");
 }

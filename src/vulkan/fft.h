@@ -1,6 +1,9 @@
 // VkFFT behind a small interface: this header and fft.cpp are the only code that knows VkFFT.
 // A plan is made once per shape and context (plan creation compiles GLSL at run time: 0.2-2 s,
-// ../shared/GPU.md) and recorded into any number of submissions.
+// ../shared/GPU.md) and recorded into any number of submissions. Each plan transforms a buffer
+// of its own, bound once: VkFFT keeps one descriptor set per plan and rewrites it when an
+// append names another buffer (deciding so by comparing the VkBuffer* it is handed, not the
+// buffer), which a command buffer recorded or in flight with the old binding cannot survive.
 #pragma once
 
 #include <cstdint>
@@ -33,9 +36,12 @@ class FftPlan {
   FftPlan(const FftPlan&) = delete;
   FftPlan& operator=(const FftPlan&) = delete;
 
-  // In place on `data` (length * batch complex values at its offset), unnormalised both ways:
-  // forward X[k] = sum_n x[n] e^{-2 pi i k n / length}, inverse with e^{+2 pi i k n / length}.
-  void record(Recorder& recorder, BufferSlice data, bool inverse);
+  // The plan's data: length * batch complex values, [batch][length], f32 (re, im).
+  BufferSlice data() const;
+  // In place on data(), unnormalised both ways: forward X[k] = sum_n x[n] e^{-2 pi i k n /
+  // length}, inverse with e^{+2 pi i k n / length}.
+  void record(Recorder& recorder, bool inverse);
+  size_t bytes() const;
 
  private:
   struct Impl;

@@ -1,0 +1,73 @@
+// FAEDKV on Vulkan against the CPU through the C API: the same prompt chunks, end of prompt
+// and decode steps (single tokens that lap the window's ring, and chunks), giving the same
+// attention outputs and the same cache as kvc_cache_read rebuilds it, in f32 and f16.
+#include <doctest/doctest.h>
+
+#include "support/api_helpers.h"
+#include "support/test_support.h"
+
+namespace kvc {
+
+TEST_CASE("FAEDKV cache: Vulkan and CPU agree over the prompt and decode steps") {
+  for (kvc_dtype dtype : {KVC_DTYPE_F32, KVC_DTYPE_F16}) {
+    const Dtype storage = static_cast<Dtype>(dtype);
+    test::ContextPtr gpu = test::make_context(KVC_BACKEND_VULKAN), cpu = test::make_context(KVC_BACKEND_CPU);
+    REQUIRE(gpu);
+    kvc_cache_desc desc = test::small_cache_desc(dtype, 200);
+    desc.rope_style = KVC_ROPE_NONE;  // FAEDKV takes keys as the model stores them
+    kvc_faedkv_params params = kvc_faedkv_params_default();
+    params.sinks = 4;
+    params.recent_window = 9;
+    params.chunks = 10;
+    params.retain_ratio = 0.3f;
+    const float importance[2][10] = {{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {9, 0, 8, 1, 7, 2, 6, 3, 5, 4}};  // layers keep other chunks
+    params.chunk_importance = &importance[0][0];
+    desc.policy = KVC_POLICY_FAEDKV;
+    desc.policy_params = &params;
+    test::CachePtr gpu_cache = test::make_cache(gpu.get(), desc), cpu_cache = test::make_cache(cpu.get(), desc);
+    // A prompt of 161 tokens (segment M = 148 = 4 * 37: VkFFT's Bluestein route), then decode.
+    const uint32_t steps[] = {100, 61, 0, 1, 1, 4, 1, 9, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1};
+    for (uint32_t n : steps) {
+      if (n == 0) {
+        REQUIRE(kvc_cache_end_prefill(gpu_cache.get()) == KVC_OK);
+        REQUIRE(kvc_cache_end_prefill(cpu_cache.get()) == KVC_OK);
+        continue;
+      }
+      for (uint32_t layer = 0; layer < desc.num_layers; ++layer) {
+        const test::StepInputs in = test::random_step_inputs(desc, n);
+        std::vector<std::vector<unsigned char>> outs;
+        for (kvc_cache* cache : {gpu_cache.get(), cpu_cache.get()}) {
+          REQUIRE(kvc_cache_append(cache, layer, n, dtype, in.k.data(), in.v.data()) == KVC_OK);
+          outs.emplace_back(in.q.size());
+          REQUIRE(kvc_attend(cache, layer, n, dtype, in.q.data(), outs.back().data(), nullptr) == KVC_OK);
+        }
+        const test::LayerSnapshot on_gpu = test::snapshot(gpu_cache.get(), layer), on_cpu = test::snapshot(cpu_cache.get(), layer);
+        INFO("chunk of ", n, " layer ", layer, " ", dtype_name(storage), " slots ", on_cpu.slots);
+        // f32: the segment's logits and value sum go through f32 FFTs of length M on the GPU
+        // and a direct sum in double on the CPU (~1e-6 of the scale). f16: the output and the
+        // rebuilt segment are rounded to f16 on both sides and may land an ulp (2^-11) apart.
+        CHECK(test::relative_max_error(test::decode(outs[0], storage), test::decode(outs[1], storage)) <
+              (dtype == KVC_DTYPE_F32 ? 5e-5 : 2e-3));
+        REQUIRE(on_gpu.slots == on_cpu.slots);
+        CHECK(on_gpu.positions == on_cpu.positions);
+        const size_t held = size_t(on_cpu.slots) * desc.num_kv_heads * desc.head_dim * dtype_size(storage);
+        for (auto [a, b] : {std::pair{&on_gpu.k, &on_cpu.k}, {&on_gpu.v, &on_cpu.v}}) {
+          const std::vector<unsigned char> gpu_bytes(a->begin(), a->begin() + held), cpu_bytes(b->begin(), b->begin() + held);
+          // The states: f32 folds with f32 trig on the GPU, double on the CPU.
+          CHECK(test::relative_max_error(test::decode(gpu_bytes, storage), test::decode(cpu_bytes, storage)) <
+                (dtype == KVC_DTYPE_F32 ? 1e-5 : 1.5e-3));
+        }
+      }
+    }
+    kvc_cache_stats gpu_stats{sizeof(kvc_cache_stats)}, cpu_stats{sizeof(kvc_cache_stats)};
+    REQUIRE(kvc_cache_stats_get(gpu_cache.get(), &gpu_stats) == KVC_OK);
+    REQUIRE(kvc_cache_stats_get(cpu_cache.get(), &cpu_stats) == KVC_OK);
+    CHECK(gpu_stats.slots_held == cpu_stats.slots_held);
+    CHECK(gpu_stats.slots_held == desc.num_layers * (params.sinks + params.recent_window));
+    kvc_context_info info{sizeof(kvc_context_info)};
+    REQUIRE(kvc_context_info_get(gpu.get(), &info) == KVC_OK);
+    CHECK(info.validation_messages == 0);
+  }
+}
+
+}  // namespace kvc
