@@ -29,6 +29,7 @@ struct RowOptions {
 
 void add_attention_rows(Backend& backend, const Timing& timing, const RowOptions& options, Report& report);
 void add_policy_rows(Backend& backend, const Timing& timing, const RowOptions& options, Report& report);
+void add_fourier_rows(Backend& backend, const Timing& timing, const RowOptions& options, Report& report);
 // Through the public C API on a context of its own (Vulkan), timed on the wall clock.
 void add_engine_rows(const Timing& timing, const RowOptions& options, Report& report);
 

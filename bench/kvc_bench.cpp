@@ -72,6 +72,7 @@ int run(int argc, char** argv) {
   report.copy_gbps = copy_bandwidth_gbps(*backend, timing, small_device ? (size_t(64) << 20) : (size_t(1) << 30));
   add_attention_rows(*backend, timing, options, report);
   add_policy_rows(*backend, timing, options, report);
+  add_fourier_rows(*backend, timing, options, report);
   add_engine_rows(timing, options, report);
   Report peer;
   if (!compare_path.empty()) peer = read_json(compare_path);

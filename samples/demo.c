@@ -43,7 +43,7 @@ typedef struct demo_policy {
   kvc_policy policy;
   uint32_t capacity;
   const void* params;
-  int ends_prefill; /* the observation-window policies and FAEDKV act when the prompt ends */
+  int ends_prefill; /* the observation-window policies, FAEDKV and FOURIER act when the prompt ends */
 } demo_policy;
 
 /* Streams the same tokens through `policy` on the device and on the CPU reference; returns
@@ -58,8 +58,8 @@ static double run_policy(kvc_context* reference, const demo_policy* p, uint32_t 
   desc.capacity = p->capacity;
   desc.policy = p->policy;
   desc.policy_params = p->params;
-  /* FAEDKV transforms keys as the model stores them, after its RoPE: libkvc applies none. */
-  desc.rope_style = p->policy == KVC_POLICY_FAEDKV ? KVC_ROPE_NONE : KVC_ROPE_NEOX;
+  /* FAEDKV and FOURIER transform keys as the model stores them, after its RoPE: libkvc applies none. */
+  desc.rope_style = p->policy == KVC_POLICY_FAEDKV || p->policy == KVC_POLICY_FOURIER ? KVC_ROPE_NONE : KVC_ROPE_NEOX;
   kvc_cache *cache = NULL, *reference_cache = NULL;
   CHECK_OK(kvc_cache_create(device, &desc, &cache));
   CHECK_OK(kvc_cache_create(reference, &desc, &reference_cache));
@@ -143,7 +143,7 @@ int main(int argc, char** argv) {
   CHECK_OK(kvc_context_info_get(device, &info));
   printf("libkvc %s on %s (%s)\n", kvc_version_string(), info.device_name,
          info.backend == KVC_BACKEND_VULKAN ? "Vulkan" : "CPU backend");
-  printf("%u layers x %u q / %u kv heads x head_dim %u, f32, NeoX RoPE (FAEDKV: none); %u-token prefill in chunks of %u, then %u decode steps\n",
+  printf("%u layers x %u q / %u kv heads x head_dim %u, f32, NeoX RoPE (FAEDKV, FOURIER: none); %u-token prefill in chunks of %u, then %u decode steps\n",
          LAYERS, Q_HEADS, KV_HEADS, HEAD_DIM, PREFILL, CHUNK, decode_steps);
 
   /* The eviction policies keep 512 slots; the window policies keep a 256-token budget from the
@@ -151,6 +151,9 @@ int main(int argc, char** argv) {
    * holds everything. */
   kvc_freqkv_params freqkv = kvc_freqkv_params_default();
   kvc_faedkv_params faedkv = kvc_faedkv_params_default();
+  kvc_fourier_params fourier = kvc_fourier_params_default();
+  fourier.local_window = 128; /* 4 sinks + 2 x 64 states + 128 < 768: the prompt ends compressed */
+  fourier.num_states = 64;
   kvc_eviction_params eviction = kvc_eviction_params_default();
   eviction.chunk_slots = CHUNK; /* room for one prefill chunk beyond the cache size */
   kvc_window_policy_params window = kvc_window_policy_params_default();
@@ -170,6 +173,8 @@ int main(int argc, char** argv) {
       {"FREQKV", KVC_POLICY_FREQKV, PREFILL + 4, &freqkv, 0},
       /* FAEDKV: 10 sinks, 50 recent tokens and 3 of 22 chunks of the 708-token middle's spectrum. */
       {"FAEDKV", KVC_POLICY_FAEDKV, PREFILL, &faedkv, 1},
+      /* The prompt's middle (636 tokens) becomes coefficients when it ends; decoding folds into them. */
+      {"FOURIER", KVC_POLICY_FOURIER, total, &fourier, 1},
   };
   printf("%-10s %12s %12s %18s %16s %12s\n", "policy", "slots held", "compressions", "device bytes held", "bytes per token", "max error");
   double worst = 0.0;

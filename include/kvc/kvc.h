@@ -161,6 +161,7 @@ typedef enum kvc_policy {
     KVC_POLICY_PHITKV = 8,    /* HITKV's selection under PYRAMIDKV's per-layer budgets */
     KVC_POLICY_FREQKV = 9,    /* compress the cache in the frequency domain when it fills (kvc_freqkv_params) */
     KVC_POLICY_FAEDKV = 10,   /* the prompt's middle as chosen DFT bins, updated by the IWDFT (kvc_faedkv_params) */
+    KVC_POLICY_FOURIER = 11,  /* FourierAttention: the middle's chosen head dims as HiPPO-FourierT coefficients (kvc_fourier_params) */
     KVC_POLICY_MAX_ENUM = 0x7fffffff
 } kvc_policy;
 
@@ -188,7 +189,7 @@ typedef struct kvc_cache_desc {
     /* The policy's parameter struct (it starts with struct_size), or NULL for its defaults.
      * KVC_POLICY_FULL takes none; STREAMING, H2O, TOVA and TREEKV take kvc_eviction_params;
      * SNAPKV, PYRAMIDKV, HITKV and PHITKV take kvc_window_policy_params; FREQKV takes
-     * kvc_freqkv_params; FAEDKV takes kvc_faedkv_params. */
+     * kvc_freqkv_params; FAEDKV takes kvc_faedkv_params; FOURIER takes kvc_fourier_params. */
     const void* policy_params;
 } kvc_cache_desc;
 
@@ -292,6 +293,49 @@ KVC_API kvc_faedkv_params kvc_faedkv_params_default(void);
  * holds fewer than sinks + recent_window + chunks tokens. */
 KVC_API kvc_status kvc_faedkv_ablate(kvc_cache* cache, uint32_t layer, const kvc_faedkv_params* params,
                                      uint32_t pruned_chunk, uint32_t max_slots, kvc_dtype dtype, void* k, void* v);
+
+/* FourierAttention (Liu et al., "Beyond Homogeneous Attention: Memory-Efficient LLMs via
+ * Fourier-Approximated KV Cache"). Until kvc_cache_end_prefill the cache keeps every token
+ * (`capacity` must hold the prompt, and every token decoded after it). From then on, once a
+ * layer holds more than sinks + 2 num_states + local_window tokens (at kvc_cache_end_prefill,
+ * or after the kvc_attend that passes it), its tokens are split into the sinks, the middle and
+ * the local window (sec. 3.3, eq. 1-2). In the middle, the chosen head dims of K and of V
+ * become 2N real coefficients per dim, C = (1/T) F X with eq. 4's translated Fourier basis
+ * (F's rows cos and sin of 2 pi n t / T, n < N, t the token's index in the middle); the other
+ * dims keep every token. Each later append pushes the window's oldest tokens into the middle
+ * (eq. 6: their term is added to C). Attention rebuilds the middle's compressed dims where it
+ * reads them (eq. 5, fused; nothing is written back) with appendix D's per-dim standardization
+ * (the mean and standard deviation of the rebuilt dim matched to the original's over the
+ * middle at compression). Which dims: `key_dims` / `value_dims`, or sec. 3.4's choice, the dims
+ * whose standardized reconstruction errs least, made per kv head when the layer is compressed;
+ * how many: round(ratio * head_dim) per kv head, clamped to 1..head_dim-1, under
+ * `key_ratios` / `value_ratios` or the paper's inverted pyramid (last 8 layers K 0.5 / V 0.7,
+ * else first 4 layers K 0.9 / V 0.95, else 0.8 / 0.8). Keys are compressed as the model
+ * stores them: FOURIER refuses libkvc's RoPE (KVC_ERROR_UNSUPPORTED); pass rotated keys.
+ * After compression an append holds at most local_window tokens, kvc_attend takes one query
+ * and gives no scores (KVC_ERROR_UNSUPPORTED), and kvc_cache_read returns the sinks, the
+ * middle rebuilt (positions sinks + t) and the window. Requires sinks + local_window <
+ * capacity, 1 <= num_states, 2 num_states <= window_length <= 2^24 and window_length >=
+ * capacity - sinks - local_window (no middle index wraps). */
+typedef struct kvc_fourier_params {
+    uint32_t struct_size;
+    uint32_t sinks;            /* L_init: first tokens kept whole; default 4 */
+    uint32_t local_window;     /* L_local: newest tokens kept whole; default 1024 */
+    uint32_t num_states;       /* N: 2N real coefficients per compressed dim; default 512 */
+    uint32_t window_length;    /* T: the translated window, the maximum context (sec. 3.3); 0,
+                                * the default, means `capacity` */
+    const float* key_ratios;   /* [num_layers] shares of K's head dims compressed, each in (0, 1),
+                                * or NULL for the inverted pyramid */
+    const float* value_ratios; /* the same for V */
+    const uint8_t* key_dims;   /* [num_layers][num_kv_heads][head_dim]: nonzero compresses the
+                                * dim (the same count for every kv head of a layer, in
+                                * 1..head_dim-1; overrides key_ratios), or NULL: sec. 3.4's choice */
+    const uint8_t* value_dims; /* the same for V. Tables are read only while the cache is created */
+} kvc_fourier_params;
+
+/* The paper's settings (sec. 4.1): 4 sinks, a local window of 1024, N = 512, T = capacity,
+ * the inverted pyramid, dims chosen by reconstruction error (what NULL policy_params means). */
+KVC_API kvc_fourier_params kvc_fourier_params_default(void);
 
 /* Fills a descriptor with defaults (f32, FULL policy, no RoPE, theta 10000); the shape and
  * capacity are left 0 for the caller to set. */

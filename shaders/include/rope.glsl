@@ -1,27 +1,19 @@
 // RoPE helpers shared by the kernels that rotate keys or queries.
 // The includer defines ROPE_STYLE (0 none, 1 NeoX halves, 2 interleaved pairs) and ROTARY_DIMS.
 
+#include "quadrant_trig.glsl"
+
 // cos and sin of position * inv_freq, where `turn` is inv_freq / (2 pi) as a 64-bit fixed-point
 // fraction of a turn (see rope_turn_table). The product is reduced modulo one turn in integer
 // arithmetic, so the angle stays exact for any position; then a quarter-turn reduction and
-// Taylor polynomials on [-pi/4, pi/4] (error < 3e-8, below f32 rounding) give cos and sin.
-// The built-in sin/cos are not used: Vulkan only bounds their error to 2^-11.
+// kvc_quadrant_cos_sin.
 vec2 rope_cos_sin(uint position, uvec2 turn) {
   uint carry, low;
   umulExtended(position, turn.y, carry, low);
   const uint fraction = position * turn.x + carry;  // angle in turns, 2^-32 resolution
   const uint quadrant = (fraction + 0x20000000u) >> 30;
   const int rest = int(fraction - (quadrant << 30));
-  const float x = float(rest) * (6.283185307179586 / 4294967296.0);
-  const float x2 = x * x;
-  const float s = x * (1.0 + x2 * (-1.0 / 6.0 + x2 * (1.0 / 120.0 + x2 * (-1.0 / 5040.0 + x2 * (1.0 / 362880.0)))));
-  const float c = 1.0 + x2 * (-0.5 + x2 * (1.0 / 24.0 + x2 * (-1.0 / 720.0 + x2 * (1.0 / 40320.0))));
-  switch (quadrant & 3u) {
-    case 0u: return vec2(c, s);
-    case 1u: return vec2(-s, c);
-    case 2u: return vec2(-c, -s);
-    default: return vec2(s, -c);
-  }
+  return kvc_quadrant_cos_sin(float(rest) * (6.283185307179586 / 4294967296.0), quadrant);
 }
 
 // The dims rotated together as pair `pair`.

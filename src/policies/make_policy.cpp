@@ -2,6 +2,7 @@
 
 #include "policies/eviction.h"
 #include "policies/faedkv.h"
+#include "policies/fourier.h"
 #include "policies/freqkv.h"
 #include "policies/full.h"
 #include "policies/observation_window.h"
@@ -17,6 +18,8 @@ std::unique_ptr<Policy> make_policy(const CacheConfig& config) {
       return std::make_unique<FreqKvPolicy>(config, freqkv_params(config));
     case KVC_POLICY_FAEDKV:
       return make_faedkv_policy(config);
+    case KVC_POLICY_FOURIER:
+      return make_fourier_policy(config);
     case KVC_POLICY_STREAMING:
     case KVC_POLICY_H2O:
     case KVC_POLICY_TOVA:

@@ -27,8 +27,9 @@ namespace {
 
 // Against the CPU: f32 attention to 1e-5 of the output's scale, f16 to its rounding, scores to
 // 1e-5 (test_full_policy_vulkan), wherever both caches hold the same K and V: everywhere but
-// after a FreqKV compression, whose K/V differ by the compression's rounding (1e-5 / 1.5e-3,
-// test_freqkv_vulkan), over which the output still agrees as above and scores are not compared.
+// after a FreqKV, FAEDKV or FourierAttention transform, whose K/V differ by its rounding
+// (1e-5 / 1.5e-3, test_freqkv_vulkan, test_fourier_vulkan), over which the output still agrees
+// as above and scores are not compared.
 double output_tolerance(kvc_dtype dtype) { return dtype == KVC_DTYPE_F32 ? 1e-5 : 2e-3; }
 double compressed_kv_tolerance(kvc_dtype dtype) { return dtype == KVC_DTYPE_F32 ? 1e-5 : 1.5e-3; }
 constexpr double kScoreTolerance = 1e-5;
@@ -51,7 +52,7 @@ void check_against_cpu(const kvc_cache_desc& desc, const test::ChunkReport& repo
 }
 
 // The caches at the end of the stream: the Vulkan paths' bit for bit, and the CPU's the same
-// bytes, or under FREQKV and FAEDKV the same positions and K/V within the transform's rounding.
+// bytes, or under FREQKV, FAEDKV and FOURIER the same positions and K/V within the transform's rounding.
 void check_final_caches(const test::PolicyCase& c, const kvc_cache_desc& desc, const std::vector<std::vector<test::LayerSnapshot>>& snapshots) {
   const Dtype storage = static_cast<Dtype>(desc.dtype);
   for (uint32_t layer = 0; layer < desc.num_layers; ++layer) {

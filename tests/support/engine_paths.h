@@ -1,8 +1,8 @@
 // The engine path (kvc_buffer, kvc_cache_append_device / kvc_attend_device, steps) beside the
 // host path, for the engine-path tests on the CPU and on Vulkan: per policy, parameters and a
 // short token stream under which the policy acts (a prompt longer than its budget, evictions
-// during the prompt and after it, FreqKV compressions), and caches fed that stream through
-// each path; plus the buffer and step checks both backends run.
+// during the prompt and after it, FreqKV, FAEDKV and FourierAttention compressions), and
+// caches fed that stream through each path; plus the buffer and step checks both backends run.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -78,10 +78,17 @@ inline bool is_window_policy(kvc_policy policy) {
 }
 
 // Policies that act when the application ends the prompt (kvc_cache_end_prefill).
-inline bool acts_at_prompt_end(kvc_policy policy) { return is_window_policy(policy) || policy == KVC_POLICY_FAEDKV; }
+inline bool acts_at_prompt_end(kvc_policy policy) {
+  return is_window_policy(policy) || policy == KVC_POLICY_FAEDKV || policy == KVC_POLICY_FOURIER;
+}
 
 // Policies whose held K/V are computed (a transform), so two backends hold them within rounding.
-inline bool transforms_cache(kvc_policy policy) { return policy == KVC_POLICY_FREQKV || policy == KVC_POLICY_FAEDKV; }
+inline bool transforms_cache(kvc_policy policy) {
+  return policy == KVC_POLICY_FREQKV || policy == KVC_POLICY_FAEDKV || policy == KVC_POLICY_FOURIER;
+}
+
+// Policies that give no per-slot scores once the prompt ended (their middle is a transform).
+inline bool scoreless_after_prompt(kvc_policy policy) { return policy == KVC_POLICY_FAEDKV || policy == KVC_POLICY_FOURIER; }
 
 // Per-layer sizes that grow with depth (P-HitKV's budgets, an H2O cache's sizes): the second
 // layer attends over more slots than the first, so intermediates sized by the first layer
@@ -101,12 +108,14 @@ struct PolicyCase {
   kvc_window_policy_params window = kvc_window_policy_params_default();
   kvc_freqkv_params freqkv = kvc_freqkv_params_default();
   kvc_faedkv_params faedkv = kvc_faedkv_params_default();
+  kvc_fourier_params fourier = kvc_fourier_params_default();
 
   kvc_cache_desc desc(kvc_dtype dtype) const {
     kvc_cache_desc result = small_cache_desc(dtype, capacity);
     result.policy = policy;
     if (policy == KVC_POLICY_FREQKV) result.policy_params = &freqkv;
     else if (policy == KVC_POLICY_FAEDKV) result.policy_params = &faedkv, result.rope_style = KVC_ROPE_NONE;  // keys as stored
+    else if (policy == KVC_POLICY_FOURIER) result.policy_params = &fourier, result.rope_style = KVC_ROPE_NONE;  // keys as stored
     else if (is_window_policy(policy)) result.policy_params = &window;
     else if (policy != KVC_POLICY_FULL) result.policy_params = &eviction;
     return result;
@@ -175,6 +184,12 @@ inline std::vector<PolicyCase> policy_cases() {
   cases.back().faedkv.recent_window = 5;
   cases.back().faedkv.chunks = 4;
   cases.back().faedkv.retain_ratio = 0.5f;
+  // 2 sinks + 2 x 4 states + 6 local tokens < 46: the prompt ends compressed (a middle of 38),
+  // and each decode token pushes one more into the coefficients.
+  cases.push_back({"FOURIER", KVC_POLICY_FOURIER, 64, prompt, 4});
+  cases.back().fourier.sinks = 2;
+  cases.back().fourier.local_window = 6;
+  cases.back().fourier.num_states = 4;
   return cases;
 }
 
@@ -352,12 +367,12 @@ inline void check_identical_results(const kvc_cache_desc& desc, const std::vecto
 // What the stream's comparison sees after each chunk.
 struct ChunkReport {
   std::string label;       // "prompt chunk 2 (24 tokens)", "decode token 1"
-  bool contents_identical;  // false once FREQKV or FAEDKV transformed: their K/V differ by rounding between backends
+  bool contents_identical;  // false once FREQKV, FAEDKV or FOURIER transformed: their K/V differ by rounding between backends
 };
 
 // Feeds `c`'s stream (the same random inputs to every feed) chunk by chunk; the policies that
 // act at the prompt's end end it with its last chunk. Scores are asked for on every other chunk
-// (FAEDKV has none once the prompt ended). After each
+// (FAEDKV and FOURIER have none once the prompt ended). After each
 // chunk, every feed's results go to `compare`, and a window policy's device bytes are checked
 // against what it allocates. Returns every feed's layer snapshots, taken right after the last
 // step ended: kvc_cache_read is its own step and waits for the one still running.
@@ -377,7 +392,7 @@ std::vector<std::vector<LayerSnapshot>> feed_stream(const PolicyCase& c, const k
     for (uint32_t layer = 0; layer < desc.num_layers; ++layer) inputs.push_back(random_step_inputs(desc, n));
     std::vector<uint64_t> bytes_before;
     for (CacheFeed* feed : feeds) bytes_before.push_back(cache_stats(feed->cache()).device_bytes_held);
-    const bool with_scores = index % 2 == 1 && (in_prompt || c.policy != KVC_POLICY_FAEDKV);
+    const bool with_scores = index % 2 == 1 && (in_prompt || !scoreless_after_prompt(c.policy));
     for (CacheFeed* feed : feeds) feed->feed(inputs, n, with_scores, ends_prompt);
     if (index + 1 == chunks.size())
       for (size_t f = 0; f < feeds.size(); ++f)

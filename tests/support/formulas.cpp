@@ -91,4 +91,38 @@ std::vector<long double> freqkv_compression_by_formula(const std::vector<long do
   return y;
 }
 
+std::vector<long double> fourier_matrix_by_formula(uint32_t num_states, uint32_t length, uint32_t first_index,
+                                                   uint32_t window_length) {
+  std::vector<long double> matrix(size_t(2) * num_states * length);
+  for (uint32_t n = 0; n < num_states; ++n)
+    for (uint32_t t = 0; t < length; ++t) {
+      const long double angle = 2.0L * M_PIl * n * (static_cast<long double>(first_index) + t) / window_length;
+      matrix[size_t(2 * n) * length + t] = std::cos(angle);
+      matrix[size_t(2 * n + 1) * length + t] = std::sin(angle);
+    }
+  return matrix;
+}
+
+std::vector<long double> fourier_coefficients_by_formula(const std::vector<long double>& x, uint32_t num_states,
+                                                         uint32_t first_index, uint32_t window_length) {
+  const uint32_t length = static_cast<uint32_t>(x.size());
+  const std::vector<long double> matrix = fourier_matrix_by_formula(num_states, length, first_index, window_length);
+  std::vector<long double> coefficients(size_t(2) * num_states, 0.0L);
+  for (size_t row = 0; row < coefficients.size(); ++row) {
+    for (uint32_t t = 0; t < length; ++t) coefficients[row] += matrix[row * length + t] * x[t];
+    coefficients[row] /= window_length;
+  }
+  return coefficients;
+}
+
+std::vector<long double> fourier_inverse_by_formula(const std::vector<long double>& coefficients, uint32_t length,
+                                                    uint32_t first_index, uint32_t window_length) {
+  const uint32_t num_states = static_cast<uint32_t>(coefficients.size() / 2);
+  const std::vector<long double> matrix = fourier_matrix_by_formula(num_states, length, first_index, window_length);
+  std::vector<long double> values(length, 0.0L);
+  for (uint32_t t = 0; t < length; ++t)
+    for (size_t row = 0; row < coefficients.size(); ++row) values[t] += matrix[row * length + t] * coefficients[row];
+  return values;
+}
+
 }  // namespace kvc::test

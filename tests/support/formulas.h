@@ -31,4 +31,15 @@ std::vector<long double> dct3_by_formula(const std::vector<long double>& z);
 // FreqKV eq. 3 with appendix F.5's rescale: sqrt(L / N) * IDCT_L(DCT_N(x)[0 : L]), L = retained.
 std::vector<long double> freqkv_compression_by_formula(const std::vector<long double>& x, size_t retained);
 
+// FourierAttention eq. 4 built as a matrix: F (2N x L) with F[2n][t] = cos(2 pi n (first + t) / T)
+// and F[2n + 1][t] = sin(...), row-major, in long double.
+std::vector<long double> fourier_matrix_by_formula(uint32_t num_states, uint32_t length, uint32_t first_index,
+                                                   uint32_t window_length);
+// Eq. 3: C = (1/T) F x for one dim's sequence x, 2N values.
+std::vector<long double> fourier_coefficients_by_formula(const std::vector<long double>& x, uint32_t num_states,
+                                                         uint32_t first_index, uint32_t window_length);
+// Eq. 5: F^T C at `length` columns from first_index.
+std::vector<long double> fourier_inverse_by_formula(const std::vector<long double>& coefficients, uint32_t length,
+                                                    uint32_t first_index, uint32_t window_length);
+
 }  // namespace kvc::test

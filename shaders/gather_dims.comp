@@ -1,0 +1,56 @@
+#version 450
+// Packs chosen dims of rows (ops/gather_dims.h). A thread owns one 32-bit word of the output
+// (two elements in f16), so packed f16 rows of odd length never have two threads writing one
+// word; a word's element outside the rows written keeps its value.
+#extension GL_GOOGLE_include_directive : require
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const bool IN_F16 = false;
+layout(constant_id = 2) const bool OUT_F16 = false;
+
+#include "elements.glsl"
+
+layout(binding = 0) readonly buffer In { uint in_words[]; };
+layout(binding = 1) readonly buffer Dims { uint dims[]; };
+layout(binding = 2) buffer Out { uint out_words[]; };
+
+layout(push_constant) uniform Push {
+  uint in_row_elements;
+  uint in_slot_stride;
+  uint in_first_slot;
+  uint num_rows;
+  uint dims_row;
+  uint first_dim;
+  uint num_dims;
+  uint out_slot_stride;
+  uint out_first_slot;
+} push;
+
+// The value of output element e of `head`'s rows (e counted from the head's first output row).
+float gathered(uint head, uint e) {
+  const uint i = e / push.num_dims, u = e % push.num_dims;
+  const uint dim = dims[head * push.dims_row + push.first_dim + u];
+  return KVC_LOAD_ELEMENT(in_words, IN_F16, (head * push.in_slot_stride + push.in_first_slot + i) * push.in_row_elements + dim);
+}
+
+void main() {
+  const uint head = gl_WorkGroupID.y;
+  const uint count = push.num_rows * push.num_dims;
+  const uint first = (head * push.out_slot_stride + push.out_first_slot) * push.num_dims;  // element index in out
+  const uint per_word = OUT_F16 ? 2u : 1u;
+  const uint first_word = first / per_word, end_word = (first + count + per_word - 1u) / per_word;
+  for (uint word = first_word + gl_GlobalInvocationID.x; word < end_word; word += gl_NumWorkGroups.x * gl_WorkGroupSize.x) {
+    if (OUT_F16) {
+      uint bits = out_words[word];  // a half outside the rows keeps its bits exactly
+      for (uint half_index = 0u; half_index < 2u; ++half_index) {
+        const uint e = 2u * word + half_index;
+        if (e < first || e >= first + count) continue;
+        const uint shift = 16u * half_index;
+        bits = (bits & ~(0xffffu << shift)) | ((packHalf2x16(vec2(gathered(head, e - first), 0.0)) & 0xffffu) << shift);
+      }
+      out_words[word] = bits;
+    } else {
+      out_words[word] = floatBitsToUint(gathered(head, word - first));
+    }
+  }
+}

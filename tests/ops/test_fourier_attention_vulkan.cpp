@@ -1,0 +1,49 @@
+// Both Vulkan FourierAttention decode routes (fused, factorized) against the CPU reference
+// (materialize, then attend) on fresh random layers: odd and non-power-of-two sizes, GQA, f16
+// and f32, RoPE on the full rows (fused only), middles that end mid-tile, no middle at all, and
+// a Llama-like head.
+#include <doctest/doctest.h>
+
+#include "support/fourier_case.h"
+#include "support/test_support.h"
+
+namespace kvc {
+
+TEST_CASE("fourier_attention on Vulkan, both routes, matches materialize-then-attend on the CPU") {
+  Backend* gpu = test::vulkan_backend();
+  REQUIRE(gpu != nullptr);
+  ops::RopeParams neox, interleaved;
+  neox.style = KVC_ROPE_NEOX;
+  neox.rotary_dims = 24;
+  interleaved.style = KVC_ROPE_INTERLEAVED;
+  interleaved.rotary_dims = 16;
+  const ops::FourierAttentionShape shapes[] = {
+      {6, 2, 24, 7, 0, 40, 37, 0, 13, 257, 17, 20, Dtype::F32, neox},
+      {3, 3, 40, 1, 0, 2, 1, 0, 7, 101, 39, 1, Dtype::F16, interleaved},
+      {3, 3, 40, 1, 0, 2, 1, 0, 7, 101, 39, 1, Dtype::F32, {}},
+      {9, 3, 16, 21, 0, 60, 0, 0, 4, 64, 8, 8, Dtype::F16, {}},
+      {8, 2, 128, 35, 0, 4000, 291, 0, 64, 5003, 102, 115, Dtype::F16, {}},  // T prime: VkFFT's Bluestein route
+      {4, 1, 256, 9, 0, 9, 50, 0, 24, 300, 200, 230, Dtype::F32, {}},
+  };
+  for (const ops::FourierAttentionShape& base : shapes) {
+    test::FourierCase c = test::FourierCase::random(base);
+    const std::vector<float> expected = c.run(test::cpu_backend());
+    for (ops::FourierAttentionRoute route : {ops::FourierAttentionRoute::Fused, ops::FourierAttentionRoute::Factorized}) {
+      if (route == ops::FourierAttentionRoute::Factorized && c.shape.rope.enabled()) continue;  // it takes rotated keys
+      c.shape.route = route;
+      const std::vector<float> actual = c.run(*gpu);
+      const ops::FourierAttentionShape& shape = c.shape;
+      INFO("seed ", test::seed(), " q_heads ", shape.num_q_heads, " kv_heads ", shape.num_kv_heads, " head_dim ", shape.head_dim,
+           " full ", shape.num_full_slots, " middle ", shape.num_middle, " N ", shape.num_states, " T ", shape.window_length, " ",
+           dtype_name(shape.dtype), " rope ", shape.rope.style, route == ops::FourierAttentionRoute::Fused ? " fused" : " factorized");
+      // f32: the kernels rebuild each middle element (or logit) from 2N f32 products, through
+      // cos and sin to 3e-8 or VkFFT's f32 transform of length T, and accumulate in f32 where
+      // the reference uses double: 1e-5 of the output scale, as for ops::attention. f16: both
+      // round the output to f16 (2^-11 relative each).
+      CHECK(test::relative_max_error(actual, expected) < (shape.dtype == Dtype::F32 ? 1e-5 : 2e-3));
+    }
+  }
+  CHECK(test::validation_messages() == 0);
+}
+
+}  // namespace kvc
