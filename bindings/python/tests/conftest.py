@@ -61,7 +61,8 @@ def require_module(name: str):
     except ImportError as error:
         if os.environ.get("KVC_REQUIRE_TORCH") == "1":
             pytest.fail(f"KVC_REQUIRE_TORCH=1 but {name} cannot be imported: {error}")
-        pytest.skip(f"{name} is not installed ({error}); pip install 'kvc[transformers]' runs these tests")
+        pytest.skip(f"{name} is not installed ({error}); pip install 'kvc[transformers]' runs these tests",
+                    allow_module_level=True)  # test_transformers.py calls it at import
 
 
 def reference_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, slots_before: int):

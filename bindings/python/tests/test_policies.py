@@ -35,10 +35,18 @@ SETUPS = {
     # FAEDKV: attention sees the 4 sinks, the 76-token middle rebuilt from 2 of 8 DFT chunks, and
     # the 16 newest tokens; it stores only the sinks and the window as slots (STORED_SLOTS).
     kvc.Policy.FAEDKV: (PROMPT, kvc.FaedKVParams(sinks=4, recent_window=16, chunks=8, retain_ratio=0.25), PROMPT),
+    # FOURIER (capacity holds prompt and decode): end_prefill compresses each layer (96 > 2 + 2*4 + 8 tokens) into
+    # 2 sinks, a middle whose chosen dims are 2*4 coefficients and grows by each decode token, and the 8 newest
+    # tokens; attention sees all 136 tokens, it stores the sinks and the window as slots (STORED_SLOTS).
+    kvc.Policy.FOURIER: (PROMPT + DECODE_STEPS,
+                         kvc.FourierParams(sinks=2, local_window=8, num_states=4, window_length=PROMPT + DECODE_STEPS),
+                         PROMPT + DECODE_STEPS),
 }
-ENDS_PREFILL = {kvc.Policy.SNAPKV, kvc.Policy.PYRAMIDKV, kvc.Policy.HITKV, kvc.Policy.PHITKV, kvc.Policy.FAEDKV}
-STORED_SLOTS = {kvc.Policy.FAEDKV: LAYERS * (4 + 16)}  # stats.slots_held where it is not the slots attention sees
-ROTATED_KEYS = {kvc.Policy.FAEDKV}  # policies that refuse libkvc's RoPE: keys arrive rotated
+ENDS_PREFILL = {kvc.Policy.SNAPKV, kvc.Policy.PYRAMIDKV, kvc.Policy.HITKV, kvc.Policy.PHITKV, kvc.Policy.FAEDKV,
+                kvc.Policy.FOURIER}
+# stats.slots_held where it is not the slots attention sees
+STORED_SLOTS = {kvc.Policy.FAEDKV: LAYERS * (4 + 16), kvc.Policy.FOURIER: LAYERS * (2 + 8)}
+ROTATED_KEYS = {kvc.Policy.FAEDKV, kvc.Policy.FOURIER}  # policies that refuse libkvc's RoPE: keys arrive rotated
 
 
 def test_every_policy_has_a_setup():

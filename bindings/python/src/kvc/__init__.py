@@ -36,7 +36,7 @@ __all__ = [
     "NotFiniteError", "BadStateError", "CapacityError", "BufferTooSmallError", "NoVulkanLoaderError",
     "NoDeviceError", "VulkanError", "OutOfMemoryError", "UnsupportedError", "InternalError",
     "Backend", "DType", "Policy", "RopeStyle", "EvictionParams", "WindowParams", "FreqKVParams", "FaedKVParams",
-    "ContextInfo", "CacheStats", "Context", "Cache", "Buffer", "BufferView", "version",
+    "FourierParams", "ContextInfo", "CacheStats", "Context", "Cache", "Buffer", "BufferView", "version",
     "RECENT_WINDOW_DEFAULT", "DECODE_SLOTS_DEFAULT",
 ]
 
@@ -217,6 +217,26 @@ class FaedKVParams(_Params):
     _default_function = "kvc_faedkv_params_default"
 
 
+@dataclasses.dataclass
+class FourierParams(_Params):
+    """kvc_fourier_params (FOURIER, FourierAttention): once a layer holds more than `sinks` +
+    2 `num_states` + `local_window` tokens after end_prefill(), its middle's chosen head dims
+    become 2 `num_states` Fourier coefficients over the window of `window_length` tokens (0:
+    capacity). `key_ratios` / `value_ratios` ([layers] floats in (0, 1)) set the share of dims
+    compressed, or `key_dims` / `value_dims` ([layers][kv_heads][head_dim], nonzero compresses)
+    name them. Keys arrive already rotated (no libkvc RoPE); once compressed, attend() takes one
+    query and gives no scores."""
+    sinks: Optional[int] = None
+    local_window: Optional[int] = None
+    num_states: Optional[int] = None
+    window_length: Optional[int] = None
+    key_ratios: Optional[Sequence[float]] = None
+    value_ratios: Optional[Sequence[float]] = None
+    key_dims: Optional[Sequence[int]] = None
+    value_dims: Optional[Sequence[int]] = None
+    _default_function = "kvc_fourier_params_default"
+
+
 class Policy(enum.IntEnum):
     """kvc_policy; kvc.h documents each. A new policy is one line here: its kvc.h value and its
     parameter class (None when it takes none)."""
@@ -238,6 +258,7 @@ class Policy(enum.IntEnum):
     PHITKV = 8, WindowParams
     FREQKV = 9, FreqKVParams
     FAEDKV = 10, FaedKVParams
+    FOURIER = 11, FourierParams
 
 
 @dataclasses.dataclass(frozen=True)
@@ -632,8 +653,8 @@ class Cache:
                           stats.compressions)
 
     def end_prefill(self) -> None:
-        """kvc_cache_end_prefill: the prompt ended; the observation-window policies select, and
-        FAEDKV transforms the prompt's middle, now."""
+        """kvc_cache_end_prefill: the prompt ended; the observation-window policies select, FAEDKV
+        transforms the prompt's middle, and FOURIER compresses each layer that holds enough, now."""
         self.context._call("kvc_cache_end_prefill", self.handle)
 
     def reset(self) -> None:

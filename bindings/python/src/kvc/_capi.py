@@ -59,6 +59,12 @@ class faedkv_params(Structure):
                 ("retain_ratio", c_float), ("chunk_importance", POINTER(c_float)), ("chunk_keep", POINTER(c_uint8))]
 
 
+class fourier_params(Structure):
+    _fields_ = [("struct_size", c_uint32), ("sinks", c_uint32), ("local_window", c_uint32), ("num_states", c_uint32),
+                ("window_length", c_uint32), ("key_ratios", POINTER(c_float)), ("value_ratios", POINTER(c_float)),
+                ("key_dims", POINTER(c_uint8)), ("value_dims", POINTER(c_uint8))]
+
+
 class cache_stats(Structure):
     _fields_ = [("struct_size", c_uint32), ("tokens_seen", c_uint64), ("slots_held", c_uint64),
                 ("device_bytes_held", c_uint64), ("bytes_per_slot", c_uint64), ("compressions", c_uint64)]
@@ -89,6 +95,7 @@ _SIGNATURES = {
     "kvc_eviction_params_default": (eviction_params, []),
     "kvc_freqkv_params_default": (freqkv_params, []),
     "kvc_faedkv_params_default": (faedkv_params, []),
+    "kvc_fourier_params_default": (fourier_params, []),
     "kvc_cache_desc_default": (cache_desc, []),
     "kvc_cache_create": (status_t, [c_void_p, POINTER(cache_desc), POINTER(c_void_p)]),
     "kvc_cache_destroy": (None, [c_void_p]),

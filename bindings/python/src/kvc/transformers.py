@@ -13,9 +13,9 @@ the attention function appends them to libkvc and runs libkvc's causal attention
 queries, in pieces of `prefill_chunk` tokens when that is set (an eviction policy's cache holds
 `capacity` plus `chunk_slots`; FREQKV's pieces fit the room its window has). Keys arrive after the model's RoPE, so the libkvc cache is made
 with RopeStyle.NONE: it works for any model whose attention is softmax(q k^T * scaling) v, with
-the positions the model gives (FAEDKV asks for keys rotated so). The prompt ends, for the
-observation-window policies (SNAPKV, PYRAMIDKV, HITKV, PHITKV) and FAEDKV, at the first forward of
-one token after it (kvc_cache_end_prefill).
+the positions the model gives (FAEDKV and FOURIER ask for keys rotated so). The prompt ends, for
+the observation-window policies (SNAPKV, PYRAMIDKV, HITKV, PHITKV), FAEDKV and FOURIER, at the first
+forward of one token after it (kvc_cache_end_prefill).
 
 Limits: batch size 1 (a libkvc cache is one sequence), no padding mask, no beam search or
 cropping, float32 or float16 models (libkvc stores f32 or f16; bfloat16 is refused).
@@ -35,7 +35,8 @@ import kvc
 
 ATTENTION_NAME = "kvc"
 # The policies that act when the prompt ends (kvc_cache_end_prefill).
-_ENDS_PREFILL = {kvc.Policy.SNAPKV, kvc.Policy.PYRAMIDKV, kvc.Policy.HITKV, kvc.Policy.PHITKV, kvc.Policy.FAEDKV}
+_ENDS_PREFILL = {kvc.Policy.SNAPKV, kvc.Policy.PYRAMIDKV, kvc.Policy.HITKV, kvc.Policy.PHITKV, kvc.Policy.FAEDKV,
+                 kvc.Policy.FOURIER}
 # The KvcCache whose update() ran last: the attention function of the same layer reads it.
 _active_cache: contextvars.ContextVar[Optional["KvcCache"]] = contextvars.ContextVar("kvc_active_cache", default=None)
 

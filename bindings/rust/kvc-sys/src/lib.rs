@@ -50,6 +50,7 @@ pub const KVC_POLICY_HITKV: kvc_policy = 7;
 pub const KVC_POLICY_PHITKV: kvc_policy = 8;
 pub const KVC_POLICY_FREQKV: kvc_policy = 9;
 pub const KVC_POLICY_FAEDKV: kvc_policy = 10;
+pub const KVC_POLICY_FOURIER: kvc_policy = 11;
 
 pub type kvc_rope_style = i32;
 pub const KVC_ROPE_NONE: kvc_rope_style = 0;
@@ -155,6 +156,20 @@ pub struct kvc_faedkv_params {
 }
 
 #[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct kvc_fourier_params {
+    pub struct_size: u32,
+    pub sinks: u32,
+    pub local_window: u32,
+    pub num_states: u32,
+    pub window_length: u32,
+    pub key_ratios: *const f32,
+    pub value_ratios: *const f32,
+    pub key_dims: *const u8,
+    pub value_dims: *const u8,
+}
+
+#[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct kvc_cache_stats {
     pub struct_size: u32,
@@ -204,6 +219,7 @@ extern "C" {
     pub fn kvc_eviction_params_default() -> kvc_eviction_params;
     pub fn kvc_freqkv_params_default() -> kvc_freqkv_params;
     pub fn kvc_faedkv_params_default() -> kvc_faedkv_params;
+    pub fn kvc_fourier_params_default() -> kvc_fourier_params;
     pub fn kvc_cache_desc_default() -> kvc_cache_desc;
     pub fn kvc_cache_create(context: *mut kvc_context, desc: *const kvc_cache_desc, out_cache: *mut *mut kvc_cache)
         -> kvc_status;
@@ -254,6 +270,7 @@ mod tests {
             assert_eq!(kvc_eviction_params_default().struct_size as usize, size_of::<kvc_eviction_params>());
             assert_eq!(kvc_freqkv_params_default().struct_size as usize, size_of::<kvc_freqkv_params>());
             assert_eq!(kvc_faedkv_params_default().struct_size as usize, size_of::<kvc_faedkv_params>());
+            assert_eq!(kvc_fourier_params_default().struct_size as usize, size_of::<kvc_fourier_params>());
             assert_eq!(kvc_window_policy_params_default().struct_size as usize, size_of::<kvc_window_policy_params>());
             assert_eq!(kvc_version_number(), KVC_VERSION_MAJOR * 10000 + KVC_VERSION_MINOR * 100 + KVC_VERSION_PATCH);
         }

@@ -293,6 +293,36 @@ impl Default for FaedKvParams {
     }
 }
 
+/// `kvc_fourier_params` (FOURIER, FourierAttention); `Default` is the paper's: 4 sinks, a local
+/// window of 1024, 512 states, the window length `capacity`, the inverted pyramid of ratios and
+/// the dims chosen by reconstruction error. Keys arrive already rotated (a FOURIER cache refuses
+/// libkvc's RoPE); once a layer is compressed, `attend` takes one query and gives no scores.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FourierParams {
+    pub sinks: u32,
+    pub local_window: u32,
+    pub num_states: u32,
+    /// T, the translated window; 0 means `capacity`.
+    pub window_length: u32,
+    /// `[layers]`: the share of K's head dims compressed, each in (0, 1).
+    pub key_ratios: Option<Vec<f32>>,
+    /// `[layers]`: the same for V.
+    pub value_ratios: Option<Vec<f32>>,
+    /// `[layers][kv_heads][head_dim]`: nonzero compresses the K dim (overrides key_ratios).
+    pub key_dims: Option<Vec<u8>>,
+    /// `[layers][kv_heads][head_dim]`: the same for V.
+    pub value_dims: Option<Vec<u8>>,
+}
+
+impl Default for FourierParams {
+    fn default() -> Self {
+        let d = unsafe { sys::kvc_fourier_params_default() };
+        FourierParams { sinks: d.sinks, local_window: d.local_window, num_states: d.num_states,
+                        window_length: d.window_length, key_ratios: None, value_ratios: None, key_dims: None,
+                        value_dims: None }
+    }
+}
+
 /// A policy's parameters as the C struct kvc.h defines for them.
 trait PolicyParams {
     fn raw(&self) -> RawParams;
@@ -326,6 +356,21 @@ impl PolicyParams for FaedKvParams {
         raw.chunk_importance = self.chunk_importance.as_ref().map_or(ptr::null(), |t| t.as_ptr());
         raw.chunk_keep = self.chunk_keep.as_ref().map_or(ptr::null(), |t| t.as_ptr());
         RawParams::FaedKv(raw)
+    }
+}
+
+impl PolicyParams for FourierParams {
+    fn raw(&self) -> RawParams {
+        let mut raw = unsafe { sys::kvc_fourier_params_default() };
+        raw.sinks = self.sinks;
+        raw.local_window = self.local_window;
+        raw.num_states = self.num_states;
+        raw.window_length = self.window_length;
+        raw.key_ratios = self.key_ratios.as_ref().map_or(ptr::null(), |t| t.as_ptr());
+        raw.value_ratios = self.value_ratios.as_ref().map_or(ptr::null(), |t| t.as_ptr());
+        raw.key_dims = self.key_dims.as_ref().map_or(ptr::null(), |t| t.as_ptr());
+        raw.value_dims = self.value_dims.as_ref().map_or(ptr::null(), |t| t.as_ptr());
+        RawParams::Fourier(raw)
     }
 }
 
@@ -374,6 +419,8 @@ policies! {
     FreqKv(FreqKvParams) = KVC_POLICY_FREQKV,
     /// FAEDKV: the prompt's middle as chosen DFT bins, updated by the Infinite-Window DFT.
     FaedKv(FaedKvParams) = KVC_POLICY_FAEDKV,
+    /// FourierAttention: the middle's chosen head dims as HiPPO-FourierT coefficients.
+    Fourier(FourierParams) = KVC_POLICY_FOURIER,
 }
 
 /// A policy's C parameter struct, alive while the cache is created.
@@ -383,6 +430,7 @@ enum RawParams {
     Window(sys::kvc_window_policy_params),
     FreqKv(sys::kvc_freqkv_params),
     FaedKv(sys::kvc_faedkv_params),
+    Fourier(sys::kvc_fourier_params),
 }
 
 struct RawPolicy {
@@ -432,6 +480,7 @@ impl RawPolicy {
             RawParams::Window(p) => p as *const _ as *const c_void,
             RawParams::FreqKv(p) => p as *const _ as *const c_void,
             RawParams::FaedKv(p) => p as *const _ as *const c_void,
+            RawParams::Fourier(p) => p as *const _ as *const c_void,
         }
     }
 }

@@ -3,8 +3,8 @@
 //! path with one-submission steps against the host calls. Random inputs; the seed is printed
 //! and KVC_TEST_SEED repeats it. Without a Vulkan device the Vulkan halves are skipped with a
 //! message, unless KVC_REQUIRE_GPU=1 (CI) makes that a failure.
-use kvc::{Backend, Cache, CacheDesc, Context, DType, EvictionParams, FaedKvParams, FreqKvParams, Policy, Rope, Status,
-          WindowParams};
+use kvc::{Backend, Cache, CacheDesc, Context, DType, EvictionParams, FaedKvParams, FourierParams, FreqKvParams, Policy,
+          Rope, Status, WindowParams};
 
 /// The demo's generator (samples/demo.c), seeded from KVC_TEST_SEED or the clock.
 struct Random(u64);
@@ -140,6 +140,12 @@ fn policies() -> Vec<(Policy, u32, bool, Option<u32>)> {
         // its 16 newest tokens: 96 slots, of which it stores 20.
         (Policy::FaedKv(FaedKvParams { sinks: 4, recent_window: 16, chunks: 8, retain_ratio: 0.25, ..Default::default() }),
          96, true, Some(96)),
+        // FOURIER compresses each layer at end_prefill (96 > 2 + 2*4 + 8 tokens): attention sees
+        // the 2 sinks, the middle (its chosen dims as 8 coefficients, grown by each decode token)
+        // and the 8 newest tokens, all 136; it stores the sinks and the window.
+        (Policy::Fourier(FourierParams { sinks: 2, local_window: 8, num_states: 4, window_length: total,
+                                         ..Default::default() }),
+         total, true, Some(total)),
     ]
 }
 
@@ -153,8 +159,9 @@ fn stream(ctx: &Context, policy: &Policy, capacity: u32, ends_prefill: bool, see
     let mut random = Random(seed);
     let desc = CacheDesc { layers: LAYERS, q_heads: Q_HEADS, kv_heads: KV_HEADS, head_dim: HEAD_DIM, capacity,
                            policy: policy.clone(),
-                           // FAEDKV takes keys already rotated: it refuses libkvc's RoPE.
-                           rope: if matches!(policy, Policy::FaedKv(_)) { Rope::None } else { Rope::Neox },
+                           // FAEDKV and FOURIER take keys already rotated: they refuse libkvc's RoPE.
+                           rope: if matches!(policy, Policy::FaedKv(_) | Policy::Fourier(_)) { Rope::None }
+                                 else { Rope::Neox },
                            ..Default::default() };
     let mut cache = ctx.cache(&desc).unwrap();
     let mut outputs = Vec::new();
