@@ -1,7 +1,9 @@
 #version 450
 // Packs chosen dims of rows (ops/gather_dims.h). A thread owns one 32-bit word of the output
 // (two elements in f16), so packed f16 rows of odd length never have two threads writing one
-// word; a word's element outside the rows written keeps its value.
+// word; a word's element outside the rows written keeps its value. A word whose halves belong
+// to two heads' rows (one head's region ends where the next begins, mid-word) is written once,
+// by the first of those heads' workgroups, with both halves.
 #extension GL_GOOGLE_include_directive : require
 
 layout(local_size_x_id = 0) in;
@@ -33,20 +35,32 @@ float gathered(uint head, uint e) {
   return KVC_LOAD_ELEMENT(in_words, IN_F16, (head * push.in_slot_stride + push.in_first_slot + i) * push.in_row_elements + dim);
 }
 
+// Element index in out of `head`'s first gathered element.
+uint first_element(uint head) { return (head * push.out_slot_stride + push.out_first_slot) * push.num_dims; }
+
+// The head whose gathered elements include e, among head - 1 .. head + 1, or 0xffffffff.
+uint owner(uint head, uint e) {
+  for (uint h = head == 0u ? 0u : head - 1u; h <= head + 1u && h < gl_NumWorkGroups.y; ++h)
+    if (e >= first_element(h) && e < first_element(h) + push.num_rows * push.num_dims) return h;
+  return 0xffffffffu;
+}
+
 void main() {
   const uint head = gl_WorkGroupID.y;
   const uint count = push.num_rows * push.num_dims;
-  const uint first = (head * push.out_slot_stride + push.out_first_slot) * push.num_dims;  // element index in out
+  const uint first = first_element(head);
   const uint per_word = OUT_F16 ? 2u : 1u;
   const uint first_word = first / per_word, end_word = (first + count + per_word - 1u) / per_word;
   for (uint word = first_word + gl_GlobalInvocationID.x; word < end_word; word += gl_NumWorkGroups.x * gl_WorkGroupSize.x) {
     if (OUT_F16) {
-      uint bits = out_words[word];  // a half outside the rows keeps its bits exactly
+      const uint owners[2] = uint[2](owner(head, 2u * word), owner(head, 2u * word + 1u));
+      if (min(owners[0], owners[1]) != head) continue;  // the previous head's workgroup writes this word
+      uint bits = out_words[word];  // a half outside every head's rows keeps its bits exactly
       for (uint half_index = 0u; half_index < 2u; ++half_index) {
-        const uint e = 2u * word + half_index;
-        if (e < first || e >= first + count) continue;
+        const uint e = 2u * word + half_index, h = owners[half_index];
+        if (h == 0xffffffffu) continue;
         const uint shift = 16u * half_index;
-        bits = (bits & ~(0xffffu << shift)) | ((packHalf2x16(vec2(gathered(head, e - first), 0.0)) & 0xffffu) << shift);
+        bits = (bits & ~(0xffffu << shift)) | ((packHalf2x16(vec2(gathered(h, e - first_element(h)), 0.0)) & 0xffffu) << shift);
       }
       out_words[word] = bits;
     } else {

@@ -303,8 +303,9 @@ KVC_API kvc_status kvc_faedkv_ablate(kvc_cache* cache, uint32_t layer, const kvc
  * become 2N real coefficients per dim, C = (1/T) F X with eq. 4's translated Fourier basis
  * (F's rows cos and sin of 2 pi n t / T, n < N, t the token's index in the middle); the other
  * dims keep every token. Each later append pushes the window's oldest tokens into the middle
- * (eq. 6: their term is added to C). Attention rebuilds the middle's compressed dims where it
- * reads them (eq. 5, fused; nothing is written back) with appendix D's per-dim standardization
+ * (eq. 6: their term is added to C). Attention takes the middle's compressed dims from their
+ * coefficients (eq. 5; nothing is rebuilt in memory: on Vulkan by two length-T transforms per
+ * query head) with appendix D's per-dim standardization
  * (the mean and standard deviation of the rebuilt dim matched to the original's over the
  * middle at compression). Which dims: `key_dims` / `value_dims`, or sec. 3.4's choice, the dims
  * whose standardized reconstruction errs least, made per kv head when the layer is compressed;

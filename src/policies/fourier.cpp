@@ -92,6 +92,15 @@ kvc_fourier_params checked_params(const CacheConfig& config) {
               "; it must be below capacity (" + std::to_string(config.capacity) + ") to leave a middle");
   require(params.local_window >= 1, KVC_ERROR_INVALID_ARGUMENT, "kvc_fourier_params.local_window is 0; it must be at least 1");
   require(params.num_states >= 1, KVC_ERROR_INVALID_ARGUMENT, "kvc_fourier_params.num_states is 0; it must be at least 1");
+  // The Vulkan kernels give a workgroup to each bin and block of 64 dims (projection) and to
+  // each block of 64 held tokens (decode logits), within the 65535 any device allows.
+  const uint64_t dim_blocks = (config.head_dim + 63) / 64;
+  require(uint64_t(params.num_states) * dim_blocks <= 65535, KVC_ERROR_INVALID_ARGUMENT, [&] {
+    return "kvc_fourier_params.num_states is " + std::to_string(params.num_states) + "; at head_dim " + std::to_string(config.head_dim) +
+           " FOURIER allows at most " + std::to_string(65535 / dim_blocks);
+  });
+  require(uint64_t(config.capacity) <= 65535ull * 64, KVC_ERROR_INVALID_ARGUMENT,
+          [&] { return "capacity is " + std::to_string(config.capacity) + "; FOURIER allows at most " + std::to_string(65535ull * 64); });
   const uint32_t window = params.window_length ? params.window_length : config.capacity;
   const uint32_t middle_capacity = config.capacity - params.sinks - params.local_window;
   require(window <= kMaxWindowLength && uint64_t(2) * params.num_states <= window && window >= middle_capacity,
@@ -175,9 +184,9 @@ int32_t FourierPolicy::position_for_slot(const Cache&, uint32_t, uint32_t, uint6
 
 void FourierPolicy::end_prefill(Cache& cache) {
   require(!prefill_ended_, KVC_ERROR_BAD_STATE, "kvc_cache_end_prefill was already called; reset the cache to start a new prompt");
-  prefill_ended_ = true;
   for (uint32_t layer = 0; layer < config_.num_layers; ++layer)
     if (cache.layer(layer).slots_held > compress_above()) compress(cache, layer);
+  prefill_ended_ = true;
 }
 
 void FourierPolicy::after_attend(Cache& cache, uint32_t layer, View) {
@@ -235,7 +244,8 @@ void FourierPolicy::compress_middle(Backend& backend, uint32_t layer, bool keys,
   const uint32_t kept = dim - part.compressed;
   ensure(part.coefficients, backend, size_t(heads) * rows_2n * part.compressed * 4);
   ensure(part.affine, backend, size_t(heads) * 2 * part.compressed * 4);
-  ensure(part.packed, backend, size_t(heads) * middle_capacity() * kept * dtype_size(config_.dtype));
+  // Whole 32-bit words: gather_dims writes f16 two at a time.
+  ensure(part.packed, backend, (size_t(heads) * middle_capacity() * kept * dtype_size(config_.dtype) + 3) / 4 * 4);
   const View dims = view(part.dims());
   ops::gather_dims(backend, {heads, dim, rows_2n, 0, rows_2n, dim, 0, part.compressed, rows_2n, 0, Dtype::F32, Dtype::F32},
                    {view(all_coefficients), dims, view(*part.coefficients)});
@@ -246,37 +256,42 @@ void FourierPolicy::compress_middle(Backend& backend, uint32_t layer, bool keys,
                    {view(rows), dims, view(*part.packed)});
 }
 
-void FourierPolicy::fold(Cache& cache, uint32_t layer_index, uint32_t first_ring, uint32_t length) {
+void FourierPolicy::fold(Cache& cache, uint32_t layer_index, uint32_t first_ring, uint32_t length, uint32_t middle_index) const {
   Backend& backend = cache.backend();
   const LayerState& layer = cache.layer(layer_index);
-  LayerMiddle& middle = layers_[layer_index];
+  const LayerMiddle& middle = layers_[layer_index];
   const uint32_t heads = config_.num_kv_heads, dim = config_.head_dim;
-  const ops::HippoFourierSegment segment{layer.slot_stride, sinks_ + first_ring, length, middle.middle_length};
+  const ops::HippoFourierSegment segment{layer.slot_stride, sinks_ + first_ring, length, middle_index};
   for (auto [rows, part] : {std::pair{layer.k.get(), &middle.key}, std::pair{layer.v.get(), &middle.value}}) {
     const ops::HippoFourierShape shape{heads, dim, num_states_, window_length_, part->compressed, config_.dtype};
     ops::hippo_fourier_project(backend, shape, segment, {view(*rows), view(part->dims()), view(*part->coefficients)});
     const uint32_t kept = dim - part->compressed;
     ops::gather_dims(backend,
                      {heads, dim, layer.slot_stride, sinks_ + first_ring, length, dim, part->compressed, kept, middle_capacity(),
-                      middle.middle_length, config_.dtype, config_.dtype},
+                      middle_index, config_.dtype, config_.dtype},
                      {view(*rows), view(part->dims()), view(*part->packed)});
   }
-  middle.middle_length += length;
 }
 
 AppendPlacement FourierPolicy::place_append(Cache& cache, uint32_t layer_index, uint32_t n_tokens) {
-  LayerMiddle& middle = layers_[layer_index];
+  const LayerMiddle& middle = layers_[layer_index];
   if (!middle.compressed) return Policy::place_append(cache, layer_index, n_tokens);
   // The window's n oldest tokens join the middle (eq. 6) before the new ones take their slots.
   const uint32_t first_run = std::min(n_tokens, local_window_ - middle.ring_start);
-  fold(cache, layer_index, middle.ring_start, first_run);
-  if (n_tokens > first_run) fold(cache, layer_index, 0, n_tokens - first_run);
+  fold(cache, layer_index, middle.ring_start, first_run, middle.middle_length);
+  if (n_tokens > first_run) fold(cache, layer_index, 0, n_tokens - first_run, middle.middle_length + first_run);
   AppendPlacement placement;
   placement.first_slot = sinks_ + middle.ring_start;
   placement.wrap_after = local_window_ - middle.ring_start;
   placement.wrap_slot = sinks_;
-  middle.ring_start = (middle.ring_start + n_tokens) % local_window_;
   return placement;
+}
+
+void FourierPolicy::appended(Cache&, uint32_t layer_index, uint32_t n_tokens) {
+  LayerMiddle& middle = layers_[layer_index];
+  if (!middle.compressed) return;
+  middle.middle_length += n_tokens;
+  middle.ring_start = (middle.ring_start + n_tokens) % local_window_;
 }
 
 bool FourierPolicy::record_attention(Cache& cache, uint32_t layer_index, uint32_t n_queries, View q, View out, View scores) {

@@ -44,6 +44,7 @@ class FourierPolicy : public Policy {
   void check_append(const Cache& cache, uint32_t layer, uint32_t n_tokens) const override;
   int32_t position_for_slot(const Cache& cache, uint32_t layer, uint32_t slot, uint64_t token_index) const override;
   AppendPlacement place_append(Cache& cache, uint32_t layer, uint32_t n_tokens) override;
+  void appended(Cache& cache, uint32_t layer, uint32_t n_tokens) override;
   void allocate_device_state(Backend& backend) override;
   bool record_attention(Cache& cache, uint32_t layer, uint32_t n_queries, View q, View out, View scores) override;
   // Compresses a layer that passed L_init + 2N + L_local tokens in a decode step.
@@ -84,8 +85,9 @@ class FourierPolicy : public Policy {
   };
 
   void compress(Cache& cache, uint32_t layer);
-  // Folds `length` window tokens from ring slot `first_ring` into the middle (eq. 6).
-  void fold(Cache& cache, uint32_t layer, uint32_t first_ring, uint32_t length);
+  // Records the fold of `length` window tokens from ring slot `first_ring` into the middle at
+  // index middle_index (eq. 6); appended() counts them.
+  void fold(Cache& cache, uint32_t layer, uint32_t first_ring, uint32_t length, uint32_t middle_index) const;
   uint32_t middle_capacity() const { return capacity_ - sinks_ - local_window_; }
   uint32_t compress_above() const { return sinks_ + 2 * num_states_ + local_window_; }
 

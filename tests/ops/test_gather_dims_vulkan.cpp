@@ -16,7 +16,9 @@ TEST_CASE("gather_dims on Vulkan writes exactly the CPU's bytes") {
   const ops::GatherDimsShape shapes[] = {{3, 24, 17, 4, 9, 24, 5, 13, 12, 2, Dtype::F32, Dtype::F16},
                                          {2, 128, 300, 1, 299, 128, 70, 57, 300, 0, Dtype::F16, Dtype::F16},
                                          {5, 16, 40, 39, 1, 16, 0, 11, 41, 40, Dtype::F16, Dtype::F32},
-                                         {1, 128, 1024, 0, 1024, 128, 0, 128, 1024, 0, Dtype::F32, Dtype::F32}};
+                                         {1, 128, 1024, 0, 1024, 128, 0, 128, 1024, 0, Dtype::F32, Dtype::F32},
+                                         // heads' f16 regions abutting mid-word (3 x 13 elements each): one word, two heads
+                                         {4, 16, 3, 0, 3, 16, 0, 13, 3, 0, Dtype::F32, Dtype::F16}};
   for (const ops::GatherDimsShape& shape : shapes) {
     std::vector<float> in = test::random_floats(size_t(shape.num_heads) * shape.in_slot_stride * shape.in_row_elements);
     const std::vector<unsigned char> in_bytes = test::encode(in, shape.in_dtype);

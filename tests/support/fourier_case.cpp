@@ -111,7 +111,9 @@ std::vector<float> FourierCase::run(Backend& backend) const {
   std::vector<uint32_t> bins(std::max(shape.num_middle, shape.num_states));
   std::iota(bins.begin(), bins.end(), 0u);
   auto bins_t = tensor_of(backend, bins);
-  if (shape.route == ops::FourierAttentionRoute::Factorized) ops::fourier_attention_prepare(backend, shape);
+  // Kept through the call, as the policy keeps it: begin() drops plans nobody keeps.
+  const std::shared_ptr<void> plan =
+      shape.route == ops::FourierAttentionRoute::Factorized ? ops::fourier_attention_prepare(backend, shape) : nullptr;
   auto optional = [](const std::unique_ptr<Tensor>& t) { return t ? view(*t) : View{}; };
   const size_t out_count = size_t(shape.num_q_heads) * shape.head_dim;
   auto out = make_poisoned(backend, out_count * dtype_size(shape.dtype));
