@@ -10,7 +10,6 @@ namespace kvc {
 
 TEST_CASE("FAEDKV cache: Vulkan and CPU agree over the prompt and decode steps") {
   for (kvc_dtype dtype : {KVC_DTYPE_F32, KVC_DTYPE_F16}) {
-    const Dtype storage = static_cast<Dtype>(dtype);
     test::ContextPtr gpu = test::make_context(KVC_BACKEND_VULKAN), cpu = test::make_context(KVC_BACKEND_CPU);
     REQUIRE(gpu);
     kvc_cache_desc desc = test::small_cache_desc(dtype, 200);
@@ -33,31 +32,13 @@ TEST_CASE("FAEDKV cache: Vulkan and CPU agree over the prompt and decode steps")
         REQUIRE(kvc_cache_end_prefill(cpu_cache.get()) == KVC_OK);
         continue;
       }
-      for (uint32_t layer = 0; layer < desc.num_layers; ++layer) {
-        const test::StepInputs in = test::random_step_inputs(desc, n);
-        std::vector<std::vector<unsigned char>> outs;
-        for (kvc_cache* cache : {gpu_cache.get(), cpu_cache.get()}) {
-          REQUIRE(kvc_cache_append(cache, layer, n, dtype, in.k.data(), in.v.data()) == KVC_OK);
-          outs.emplace_back(in.q.size());
-          REQUIRE(kvc_attend(cache, layer, n, dtype, in.q.data(), outs.back().data(), nullptr) == KVC_OK);
-        }
-        const test::LayerSnapshot on_gpu = test::snapshot(gpu_cache.get(), layer), on_cpu = test::snapshot(cpu_cache.get(), layer);
-        INFO("chunk of ", n, " layer ", layer, " ", dtype_name(storage), " slots ", on_cpu.slots);
-        // f32: the segment's logits and value sum go through f32 FFTs of length M on the GPU
-        // and a direct sum in double on the CPU (~1e-6 of the scale). f16: the output and the
-        // rebuilt segment are rounded to f16 on both sides and may land an ulp (2^-11) apart.
-        CHECK(test::relative_max_error(test::decode(outs[0], storage), test::decode(outs[1], storage)) <
-              (dtype == KVC_DTYPE_F32 ? 5e-5 : 2e-3));
-        REQUIRE(on_gpu.slots == on_cpu.slots);
-        CHECK(on_gpu.positions == on_cpu.positions);
-        const size_t held = size_t(on_cpu.slots) * desc.num_kv_heads * desc.head_dim * dtype_size(storage);
-        for (auto [a, b] : {std::pair{&on_gpu.k, &on_cpu.k}, {&on_gpu.v, &on_cpu.v}}) {
-          const std::vector<unsigned char> gpu_bytes(a->begin(), a->begin() + held), cpu_bytes(b->begin(), b->begin() + held);
-          // The states: f32 folds with f32 trig on the GPU, double on the CPU.
-          CHECK(test::relative_max_error(test::decode(gpu_bytes, storage), test::decode(cpu_bytes, storage)) <
-                (dtype == KVC_DTYPE_F32 ? 1e-5 : 1.5e-3));
-        }
-      }
+      // f32: the segment's logits and value sum go through f32 FFTs of length M on the GPU and
+      // a direct sum in double on the CPU (~1e-6 of the scale), the states through f32 folds
+      // with f32 trig. f16: outputs and the rebuilt segment are rounded to f16 on both sides
+      // and may land an ulp (2^-11) apart.
+      for (uint32_t layer = 0; layer < desc.num_layers; ++layer)
+        test::check_same_chunk(gpu_cache.get(), cpu_cache.get(), desc, layer, n,
+                               dtype == KVC_DTYPE_F32 ? test::BackendTolerances{5e-5, 1e-5} : test::BackendTolerances{2e-3, 1.5e-3});
     }
     kvc_cache_stats gpu_stats{sizeof(kvc_cache_stats)}, cpu_stats{sizeof(kvc_cache_stats)};
     REQUIRE(kvc_cache_stats_get(gpu_cache.get(), &gpu_stats) == KVC_OK);

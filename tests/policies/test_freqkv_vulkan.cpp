@@ -97,7 +97,6 @@ TEST_CASE("FreqKV compression on Vulkan equals the CPU over 20 successive compre
 
 TEST_CASE("FREQKV cache: Vulkan and CPU agree over chunks and decode steps across compressions") {
   for (kvc_dtype dtype : {KVC_DTYPE_F32, KVC_DTYPE_F16}) {
-    const Dtype storage = static_cast<Dtype>(dtype);
     test::ContextPtr gpu = test::make_context(KVC_BACKEND_VULKAN), cpu = test::make_context(KVC_BACKEND_CPU);
     REQUIRE(gpu);
     kvc_cache_desc desc = test::small_cache_desc(dtype, 100);  // N = 100, S = 4: L = 48
@@ -106,29 +105,11 @@ TEST_CASE("FREQKV cache: Vulkan and CPU agree over chunks and decode steps acros
     // Fill (compress), two chunks that refill (compress), decode, a chunk that refills, decode.
     const uint32_t steps[] = {100, 30, 18, 1, 1, 1, 1, 1, 43, 1, 1};
     for (uint32_t n : steps) {
-      for (uint32_t layer = 0; layer < desc.num_layers; ++layer) {
-        const test::StepInputs in = test::random_step_inputs(desc, n);
-        std::vector<std::vector<unsigned char>> outs;
-        for (kvc_cache* cache : {gpu_cache.get(), cpu_cache.get()}) {
-          REQUIRE(kvc_cache_append(cache, layer, n, dtype, in.k.data(), in.v.data()) == KVC_OK);
-          outs.emplace_back(in.q.size());
-          REQUIRE(kvc_attend(cache, layer, n, dtype, in.q.data(), outs.back().data(), nullptr) == KVC_OK);
-        }
-        const test::LayerSnapshot on_gpu = test::snapshot(gpu_cache.get(), layer), on_cpu = test::snapshot(cpu_cache.get(), layer);
-        INFO("chunk of ", n, " layer ", layer, " ", dtype_name(storage), " slots ", on_cpu.slots);
-        // As for the FULL cache (attention's own rounding; f16 outputs are rounded on both
-        // sides), over compressed K/V that differ by the compression's rounding (test above).
-        CHECK(test::relative_max_error(test::decode(outs[0], storage), test::decode(outs[1], storage)) <
-              (dtype == KVC_DTYPE_F32 ? 1e-5 : 2e-3));
-        REQUIRE(on_gpu.slots == on_cpu.slots);
-        CHECK(on_gpu.positions == on_cpu.positions);
-        const size_t held = size_t(on_cpu.slots) * desc.num_kv_heads * desc.head_dim * dtype_size(storage);
-        for (auto [a, b] : {std::pair{&on_gpu.k, &on_cpu.k}, {&on_gpu.v, &on_cpu.v}}) {
-          const std::vector<unsigned char> gpu_bytes(a->begin(), a->begin() + held), cpu_bytes(b->begin(), b->begin() + held);
-          CHECK(test::relative_max_error(test::decode(gpu_bytes, storage), test::decode(cpu_bytes, storage)) <
-                (dtype == KVC_DTYPE_F32 ? 1e-5 : 1.5e-3));
-        }
-      }
+      // As for the FULL cache (attention's own rounding; f16 outputs are rounded on both
+      // sides), over compressed K/V that differ by the compression's rounding (test above).
+      for (uint32_t layer = 0; layer < desc.num_layers; ++layer)
+        test::check_same_chunk(gpu_cache.get(), cpu_cache.get(), desc, layer, n,
+                               dtype == KVC_DTYPE_F32 ? test::BackendTolerances{1e-5, 1e-5} : test::BackendTolerances{2e-3, 1.5e-3});
     }
     kvc_cache_stats stats{sizeof(kvc_cache_stats)};
     REQUIRE(kvc_cache_stats_get(gpu_cache.get(), &stats) == KVC_OK);

@@ -61,4 +61,26 @@ LayerSnapshot snapshot(kvc_cache* cache, uint32_t layer) {
   return shot;
 }
 
+void check_same_chunk(kvc_cache* gpu, kvc_cache* cpu, const kvc_cache_desc& desc, uint32_t layer, uint32_t n,
+                      const BackendTolerances& tolerances) {
+  const Dtype storage = static_cast<Dtype>(desc.dtype);
+  const StepInputs in = random_step_inputs(desc, n);
+  std::vector<std::vector<unsigned char>> outs;
+  for (kvc_cache* cache : {gpu, cpu}) {
+    REQUIRE(kvc_cache_append(cache, layer, n, desc.dtype, in.k.data(), in.v.data()) == KVC_OK);
+    outs.emplace_back(in.q.size());
+    REQUIRE(kvc_attend(cache, layer, n, desc.dtype, in.q.data(), outs.back().data(), nullptr) == KVC_OK);
+  }
+  const LayerSnapshot on_gpu = snapshot(gpu, layer), on_cpu = snapshot(cpu, layer);
+  INFO("chunk of ", n, " layer ", layer, " ", dtype_name(storage), " slots ", on_cpu.slots);
+  CHECK(relative_max_error(decode(outs[0], storage), decode(outs[1], storage)) < tolerances.output);
+  REQUIRE(on_gpu.slots == on_cpu.slots);
+  CHECK(on_gpu.positions == on_cpu.positions);
+  const size_t held = size_t(on_cpu.slots) * desc.num_kv_heads * desc.head_dim * dtype_size(storage);
+  for (auto [a, b] : {std::pair{&on_gpu.k, &on_cpu.k}, {&on_gpu.v, &on_cpu.v}}) {
+    const std::vector<unsigned char> gpu_bytes(a->begin(), a->begin() + held), cpu_bytes(b->begin(), b->begin() + held);
+    CHECK(relative_max_error(decode(gpu_bytes, storage), decode(cpu_bytes, storage)) < tolerances.kv);
+  }
+}
+
 }  // namespace kvc::test

@@ -43,4 +43,15 @@ struct LayerSnapshot {
 };
 LayerSnapshot snapshot(kvc_cache* cache, uint32_t layer);
 
+// Tolerances of a comparison of two backends, relative to the compared values' scale.
+struct BackendTolerances {
+  double output;  // attention outputs
+  double kv;      // K and V as kvc_cache_read returns them
+};
+
+// Appends and attends the same random chunk of n tokens of `layer` on two caches of `desc`
+// (no scores), then checks their outputs, slots, positions and K/V agree.
+void check_same_chunk(kvc_cache* gpu, kvc_cache* cpu, const kvc_cache_desc& desc, uint32_t layer, uint32_t n,
+                      const BackendTolerances& tolerances);
+
 }  // namespace kvc::test
