@@ -325,11 +325,46 @@ def _pointer(array: Optional[np.ndarray]) -> Optional[int]:
 # ---------------------------------------------------------------- context
 
 
-class Context:
+class _Owned:
+    """A libkvc handle owned by a Python object: closed by close(), by leaving a `with` block or
+    by the garbage collector; once closed, using it raises BadStateError."""
+
+    _noun = "handle"
+    _handle: Optional[int] = None
+
+    @property
+    def handle(self) -> int:
+        """The libkvc handle as an integer."""
+        if self._handle is None:
+            raise BadStateError(f"the {self._noun} is closed", BadStateError.status)
+        return self._handle
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._release()
+            self._handle = None
+
+    def _release(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_handle", None) is not None:
+            self.close()
+
+
+class Context(_Owned):
     """kvc_context: a device (Vulkan or the CPU reference) and everything made on it.
 
     Use it as a context manager, or call close(); closing it closes its caches and buffers first.
     Calls on a context and its caches and buffers are serialised by a lock, as kvc.h asks."""
+
+    _noun = "context"
 
     def __init__(self, backend: Backend = Backend.AUTO, device_index: int = -1, validation: bool = False):
         desc = lib.kvc_context_desc_default()
@@ -371,13 +406,6 @@ class Context:
             if status != _capi.STATUS_OK and status != _capi.STATUS_TIMEOUT:
                 _raise_for(status, lib.kvc_context_last_error(self.handle).decode())
             return status
-
-    @property
-    def handle(self) -> int:
-        """The kvc_context* as an integer."""
-        if self._handle is None:
-            raise BadStateError("the context is closed", BadStateError.status)
-        return self._handle
 
     @property
     def info(self) -> ContextInfo:
@@ -422,25 +450,12 @@ class Context:
         """`with ctx.step():` begins a step, and on leaving ends it and waits for it."""
         return _Step(self)
 
-    def close(self) -> None:
+    def _release(self) -> None:
         """Closes the context's caches and buffers, then the context (kvc_context_destroy)."""
-        if self._handle is None:
-            return
         for child in list(self._children):
             child.close()
         with self._lock:
             lib.kvc_context_destroy(self._handle)
-            self._handle = None
-
-    def __enter__(self) -> "Context":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        if getattr(self, "_handle", None) is not None:
-            self.close()
 
     def __repr__(self) -> str:
         if self._handle is None:
@@ -479,8 +494,10 @@ class BufferView:
 _NO_VIEW = _capi.buffer_view(None, 0)
 
 
-class Buffer:
+class Buffer(_Owned):
     """kvc_buffer: device memory for Q, K, V, outputs and scores (the engine path)."""
+
+    _noun = "buffer"
 
     def __init__(self, context: Context, nbytes: int, _vk_buffer: Optional[int] = None, _offset: int = 0):
         self.context = context
@@ -496,12 +513,6 @@ class Buffer:
     def wrap_vulkan(cls, context: Context, vk_buffer: int, offset: int, nbytes: int) -> "Buffer":
         """kvc_buffer_wrap_vulkan: `nbytes` of an application's VkBuffer (an integer handle)."""
         return cls(context, nbytes, vk_buffer, offset)
-
-    @property
-    def handle(self) -> int:
-        if self._handle is None:
-            raise BadStateError("the buffer is closed", BadStateError.status)
-        return self._handle
 
     @property
     def nbytes(self) -> int:
@@ -528,32 +539,22 @@ class Buffer:
         self.context._keep_until_wait(array)
         return array
 
-    def close(self) -> None:
+    def _release(self) -> None:
         """kvc_buffer_destroy (work already recorded that uses it keeps its memory alive)."""
-        if self._handle is not None:
-            with self.context._lock:
-                lib.kvc_buffer_destroy(self._handle)
-                self._handle = None
-
-    def __enter__(self) -> "Buffer":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        if getattr(self, "_handle", None) is not None:
-            self.close()
+        with self.context._lock:
+            lib.kvc_buffer_destroy(self._handle)
 
 
 # ---------------------------------------------------------------- cache
 
 
-class Cache:
+class Cache(_Owned):
     """kvc_cache: the KV cache of one sequence, `layers` layers of `capacity` slots each.
 
     K and V arrive as [n, kv_heads, head_dim], Q and the output as [n, q_heads, head_dim]
     (a leading batch dimension of 1 is accepted), in the cache's dtype."""
+
+    _noun = "cache"
 
     def __init__(self, context: Context, *, layers: int, q_heads: int, kv_heads: int, head_dim: int, capacity: int,
                  policy: Policy = Policy.FULL, params: Optional[_Params] = None,
@@ -581,12 +582,6 @@ class Cache:
         context._call("kvc_cache_create", context.handle, ctypes.byref(desc), ctypes.byref(handle))
         self._handle: Optional[int] = handle.value
         context._children.add(self)
-
-    @property
-    def handle(self) -> int:
-        if self._handle is None:
-            raise BadStateError("the cache is closed", BadStateError.status)
-        return self._handle
 
     def append(self, layer: int, k: ArrayLike, v: ArrayLike) -> None:
         """kvc_cache_append: n new tokens of `layer` (a prefill chunk, or 1 for a decode step)."""
@@ -661,22 +656,10 @@ class Cache:
         """kvc_cache_reset: forgets every token; storage stays allocated."""
         self.context._call("kvc_cache_reset", self.handle)
 
-    def close(self) -> None:
+    def _release(self) -> None:
         """kvc_cache_destroy."""
-        if self._handle is not None:
-            with self.context._lock:
-                lib.kvc_cache_destroy(self._handle)
-                self._handle = None
-
-    def __enter__(self) -> "Cache":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        if getattr(self, "_handle", None) is not None:
-            self.close()
+        with self.context._lock:
+            lib.kvc_cache_destroy(self._handle)
 
     def __repr__(self) -> str:
         return (f"<kvc.Cache {self.policy.name} layers={self.layers} q_heads={self.q_heads} kv_heads={self.kv_heads} "
