@@ -29,12 +29,20 @@ std::unique_ptr<Tensor> make_ranks(Backend& backend, uint32_t slot_stride) {
 
 void add_freqkv_rows(Backend& backend, const Timing& timing, const RowOptions& options, Report& report) {
   const bool quick = options.quick;
-  const uint32_t sinks = 4, layers = quick ? 2 : kLayers;
-  // Llama-2's window on the FFT route; N - S = 2044 = 4 * 7 * 73 and 61 (prime) on the dense
-  // route, 1020 and 64 on the FFT route: the two routes side by side at large and small N.
-  const std::vector<uint32_t> windows = quick ? std::vector<uint32_t>{512, 68} : std::vector<uint32_t>{4096, 2048, 1024, 68, 65};
-  for (uint32_t window : windows)
+  const uint32_t layers = quick ? 2 : kLayers;
+  struct Setting {
+    uint32_t window, sinks, recent;
+  };
+  // Llama-2's window on the FFT route, with the paper's 4 sinks and with the authors' 8 sinks
+  // and 8 recent tokens (their move past the compressed slots included); N - S = 2044 =
+  // 4 * 7 * 73 and 61 (prime) on the dense route, 1020 and 64 on the FFT route: the two routes
+  // side by side at large and small N.
+  const std::vector<Setting> settings = quick ? std::vector<Setting>{{512, 4, 0}, {68, 4, 0}}
+                                              : std::vector<Setting>{{4096, 4, 0}, {4096, 8, 8}, {2048, 4, 0},
+                                                                     {1024, 4, 0}, {68, 4, 0}, {65, 4, 0}};
+  for (const Setting& setting : settings)
     for (Dtype dtype : {Dtype::F16, Dtype::F32}) {
+      const uint32_t window = setting.window;
       CacheConfig config;
       config.num_layers = layers;
       config.num_q_heads = kQHeads;
@@ -43,22 +51,26 @@ void add_freqkv_rows(Backend& backend, const Timing& timing, const RowOptions& o
       config.dtype = dtype;
       config.capacity = window;
       kvc_freqkv_params params = kvc_freqkv_params_default();
-      params.sink_tokens = sinks;
+      params.sink_tokens = setting.sinks;
+      params.recent_tokens = setting.recent;
       FreqKvPolicy policy(config, params);
       policy.allocate_device_state(backend);
       auto states = make_random(backend, size_t(kKvHeads) * window * kHeadDim * dtype_size(dtype), dtype);
-      const ops::FrequencyCompressShape shape{kKvHeads, kHeadDim, window - sinks, policy.retained_slots(), window, dtype};
+      const ops::FrequencyCompressShape shape{kKvHeads, kHeadDim, policy.compressed_slots(), policy.retained_slots(), window, dtype};
       const bool fft = backend.is_cpu() || ops::frequency_compress_route(backend, shape) == ops::FrequencyCompressRoute::Fft;
       Row row;
       row.name = "freqkv_compress";
-      row.shape = "layers=" + std::to_string(layers) + " kvh=8 N=" + std::to_string(window) + " S=4 d=128" +
+      row.shape = "layers=" + std::to_string(layers) + " kvh=8 N=" + std::to_string(window) + " S=" + std::to_string(setting.sinks) +
+                  (setting.recent ? " R=" + std::to_string(setting.recent) : "") + " d=128" +
                   (backend.is_cpu() ? "" : fft ? " fft" : " dense");
       row.dtype = dtype_name(dtype);
       // One layer's K (or V) per call, as the policy runs it; the same tensor stands for every layer.
       row.median_us = median_us(backend, timing, [&] {
         for (uint32_t layer = 0; layer < layers; ++layer) policy.compress(*states, window);
       });
-      row.bytes = double(layers) * kKvHeads * kHeadDim * dtype_size(dtype) * ((window - sinks) + policy.retained_slots());
+      // The middle read and its L rows written; the recent rows read and written twice (through scratch).
+      const uint32_t rows_moved = policy.compressed_slots() + policy.retained_slots() + 4 * setting.recent;
+      row.bytes = double(layers) * kKvHeads * kHeadDim * dtype_size(dtype) * rows_moved;
       report.rows.push_back(row);
     }
 }

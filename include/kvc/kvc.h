@@ -230,20 +230,25 @@ KVC_API kvc_eviction_params kvc_eviction_params_default(void);
 
 /* FreqKV (Kai et al., "FreqKV: Key-Value Compression in Frequency Domain for Context Window
  * Extension"): `capacity` is the window N. When a layer holds N slots (checked after each
- * kvc_attend), the N - sink_tokens slots after the sinks are replaced by
- * L = floor(retain_ratio * (N - sink_tokens)) slots: the lowest L components of their
- * orthonormal DCT along the sequence, transformed back and rescaled by sqrt(L / (N - S)).
- * Every slot carries its index in the cache as its position, so RoPE never sees a position
- * of N or more. A chunk may hold at most N - slots held tokens: feed prefill in such chunks
- * (N - S - L after each compression, as the paper does). Requires sink_tokens < N,
- * 0 < retain_ratio < 1, L >= 1 and N <= 16384 (the fused transform is an L x (N - S) table). */
+ * kvc_attend), the M = N - sink_tokens - recent_tokens slots between the sinks and the recent
+ * tokens are replaced by L = floor(retain_ratio * M) slots: the lowest L components of their
+ * orthonormal DCT along the sequence, transformed back and rescaled by sqrt(L / M). The recent
+ * tokens are kept as they were, after the L slots. Every slot carries its index in the cache as
+ * its position, so RoPE never sees a position of N or more. A chunk may hold at most
+ * N - slots held tokens: feed prefill in such chunks (M - L after each compression, as the
+ * paper does). Requires sink_tokens + recent_tokens < N, 0 < retain_ratio < 1, L >= 1 and
+ * N <= 16384 (the fused transform is an L x M table). */
 typedef struct kvc_freqkv_params {
     uint32_t struct_size;
     uint32_t sink_tokens; /* S: leading slots never compressed; the paper's default is 4 */
     float retain_ratio;   /* gamma in (0, 1): the share of components kept; default 0.5 */
+    uint32_t recent_tokens; /* R: newest slots of a full window kept uncompressed; default 0 (the
+                             * paper); its authors' code keeps 8 (and 8 sinks). A struct_size
+                             * that ends before this field means 0 */
 } kvc_freqkv_params;
 
-/* The paper's defaults: 4 sink tokens, retain_ratio 0.5 (what NULL policy_params means). */
+/* The paper's defaults: 4 sink tokens, retain_ratio 0.5, no recent tokens (what NULL
+ * policy_params means). */
 KVC_API kvc_freqkv_params kvc_freqkv_params_default(void);
 
 /* FAEDKV (Li et al., "FAEDKV: Infinite-Window Fourier Transform for Unbiased KV Cache

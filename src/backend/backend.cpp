@@ -83,12 +83,22 @@ void Backend::download(const Tensor& src, size_t src_offset, void* dst, size_t b
 }
 
 void Backend::copy(const Tensor& src, size_t src_offset, Tensor& dst, size_t dst_offset, size_t bytes) {
-  require(src_offset + bytes <= src.bytes() && dst_offset + bytes <= dst.bytes(), KVC_ERROR_INTERNAL,
+  copy_strided(src, src_offset, 0, dst, dst_offset, 0, bytes, 1);
+}
+
+void Backend::copy_strided(const Tensor& src, size_t src_offset, size_t src_stride, Tensor& dst, size_t dst_offset,
+                           size_t dst_stride, size_t bytes, uint32_t count) {
+  if (count == 0) return;
+  const size_t src_span = (count - 1) * src_stride + bytes, dst_span = (count - 1) * dst_stride + bytes;
+  require(src_offset + src_span <= src.bytes() && dst_offset + dst_span <= dst.bytes(), KVC_ERROR_INTERNAL,
           "copy past the end of a tensor");
-  if (is_cpu())
-    std::memmove(static_cast<unsigned char*>(dst.host()) + dst_offset,
-                 static_cast<const unsigned char*>(src.host()) + src_offset, bytes);
-  else recorder_->copy(src.slice(src_offset, bytes), dst.slice(dst_offset, bytes), bytes);
+  if (!is_cpu()) {
+    recorder_->copy_strided(src.slice(src_offset, src_span), src_stride, dst.slice(dst_offset, dst_span), dst_stride, bytes, count);
+    return;
+  }
+  for (uint32_t i = 0; i < count; ++i)
+    std::memmove(static_cast<unsigned char*>(dst.host()) + dst_offset + i * dst_stride,
+                 static_cast<const unsigned char*>(src.host()) + src_offset + i * src_stride, bytes);
 }
 
 void Backend::submit() {

@@ -41,6 +41,7 @@ enum class ScratchId : uint32_t {
   WindowRowStats,
   WindowHitBounds,
   FrequencyCompressed,
+  FreqKvRecent,  // the recent tokens FreqKV keeps whole, on their way past the compressed slots
   AppendKeys,    // a host append's K, staged on the device
   AppendValues,  // and its V
   SpectralAttentionWork,  // spectral_attention's bin products and held slots' share
@@ -73,6 +74,11 @@ class Backend {
   // returns true. Refused in a step recorded into an application's command buffer.
   void download(const Tensor& src, size_t src_offset, void* dst, size_t bytes);
   void copy(const Tensor& src, size_t src_offset, Tensor& dst, size_t dst_offset, size_t bytes);
+  // `count` copies of `bytes`, copy i from src_offset + i * src_stride to dst_offset +
+  // i * dst_stride (the same rows of every head, say): one command on Vulkan, so one barrier
+  // where a copy per head would wait for each. No destination may overlap a source.
+  void copy_strided(const Tensor& src, size_t src_offset, size_t src_stride, Tensor& dst, size_t dst_offset,
+                    size_t dst_stride, size_t bytes, uint32_t count);
   void submit();
   // An operation failed after begin(): its partial work is dropped, and a step it was
   // recorded in can no longer be submitted.

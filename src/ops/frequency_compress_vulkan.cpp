@@ -167,9 +167,9 @@ void frequency_compress_vulkan(Backend& backend, const FrequencyCompressShape& s
                             {shape.num_heads, shape.head_dim, shape.in_length, shape.out_length, shape.head_stride,
                              shape.out_length, shape.dtype},
                             {args.states, view(table), view(compressed)});
-  for (uint32_t head = 0; head < shape.num_heads; ++head)
-    backend.copy(compressed, size_t(head) * shape.out_length * row_bytes, *args.states.tensor,
-                 args.states.offset + size_t(head) * shape.head_stride * row_bytes, shape.out_length * row_bytes);
+  const size_t compressed_bytes = size_t(shape.out_length) * row_bytes;
+  backend.copy_strided(compressed, 0, compressed_bytes, *args.states.tensor, args.states.offset, size_t(shape.head_stride) * row_bytes,
+                       compressed_bytes, shape.num_heads);
 }
 
 }  // namespace kvc::ops

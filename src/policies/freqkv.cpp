@@ -1,6 +1,9 @@
 #include "policies/freqkv.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <cstring>
 #include <string>
 
 #include "cache/cache.h"
@@ -10,7 +13,7 @@ namespace kvc {
 namespace {
 
 // Windows the FFT route cannot hold in shared memory take the dense route, whose f32 table of
-// L x (N - S) entries is 512 MiB at this window with gamma near 1 (ops/frequency_compress.h).
+// L x M entries is 512 MiB at this window with gamma near 1 (ops/frequency_compress.h).
 constexpr uint32_t kMaxWindow = 16384;
 
 uint32_t retained_for(uint32_t compressed_slots, float retain_ratio) {
@@ -23,9 +26,11 @@ kvc_freqkv_params freqkv_params(const CacheConfig& config) {
   kvc_freqkv_params params = kvc_freqkv_params_default();
   if (config.policy_params) {
     const auto* given = static_cast<const kvc_freqkv_params*>(config.policy_params);
-    require(given->struct_size >= sizeof(kvc_freqkv_params), KVC_ERROR_INVALID_ARGUMENT,
+    // The first struct ended before recent_tokens: such a caller gets the paper's 0.
+    const size_t first_version_size = offsetof(kvc_freqkv_params, recent_tokens);
+    require(given->struct_size >= first_version_size, KVC_ERROR_INVALID_ARGUMENT,
             "kvc_freqkv_params.struct_size is " + std::to_string(given->struct_size) + "; set it to sizeof(kvc_freqkv_params)");
-    params = *given;
+    std::memcpy(&params, given, std::min<size_t>(given->struct_size, sizeof(params)));
   }
   const uint32_t window = config.capacity;
   require(window <= kMaxWindow, KVC_ERROR_INVALID_ARGUMENT,
@@ -37,17 +42,23 @@ kvc_freqkv_params freqkv_params(const CacheConfig& config) {
   require(params.sink_tokens < window, KVC_ERROR_INVALID_ARGUMENT,
           "kvc_freqkv_params.sink_tokens is " + std::to_string(params.sink_tokens) + "; it must be below capacity (" +
               std::to_string(window) + ")");
-  const uint32_t compressed = window - params.sink_tokens;
+  const uint64_t kept_whole = uint64_t(params.sink_tokens) + params.recent_tokens;
+  require(kept_whole < window, KVC_ERROR_INVALID_ARGUMENT,
+          "kvc_freqkv_params.recent_tokens is " + std::to_string(params.recent_tokens) + "; sink_tokens + recent_tokens (" +
+              std::to_string(kept_whole) + ") must be below capacity (" + std::to_string(window) + ")");
+  const uint32_t compressed = window - static_cast<uint32_t>(kept_whole);
   require(retained_for(compressed, params.retain_ratio) >= 1, KVC_ERROR_INVALID_ARGUMENT,
-          "capacity - sink_tokens = " + std::to_string(compressed) + " slots are too few to compress with retain_ratio " +
-              std::to_string(params.retain_ratio) + ": floor(retain_ratio * (capacity - sink_tokens)) must be at least 1");
+          "capacity - sink_tokens - recent_tokens = " + std::to_string(compressed) +
+              " slots are too few to compress with retain_ratio " + std::to_string(params.retain_ratio) +
+              ": floor(retain_ratio * (capacity - sink_tokens - recent_tokens)) must be at least 1");
   return params;
 }
 
 FreqKvPolicy::FreqKvPolicy(const CacheConfig& config, const kvc_freqkv_params& params)
     : window_(config.capacity),
       sink_slots_(params.sink_tokens),
-      retained_slots_(retained_for(config.capacity - params.sink_tokens, params.retain_ratio)),
+      recent_slots_(params.recent_tokens),
+      retained_slots_(retained_for(config.capacity - params.sink_tokens - params.recent_tokens, params.retain_ratio)),
       num_kv_heads_(config.num_kv_heads),
       head_dim_(config.head_dim),
       dtype_(config.dtype) {}
@@ -68,7 +79,7 @@ ops::FrequencyCompressShape FreqKvPolicy::compress_shape(uint32_t slot_stride) c
   ops::FrequencyCompressShape shape;
   shape.num_heads = num_kv_heads_;
   shape.head_dim = head_dim_;
-  shape.in_length = window_ - sink_slots_;
+  shape.in_length = compressed_slots();
   shape.out_length = retained_slots_;
   shape.head_stride = slot_stride;
   shape.dtype = dtype_;
@@ -85,6 +96,16 @@ void FreqKvPolicy::compress(Tensor& states, uint32_t slot_stride) {
   require(backend_ != nullptr, KVC_ERROR_INTERNAL, "FreqKvPolicy::compress before allocate_device_state");
   const size_t row_bytes = size_t(head_dim_) * dtype_size(dtype_);
   ops::frequency_compress(*backend_, compress_shape(slot_stride), {View{&states, sink_slots_ * row_bytes}});
+  if (recent_slots_ == 0) return;
+  // The transform leaves rows N-R .. N-1 as they were. Their new place S+L .. S+L+R-1 overlaps
+  // them when R > M - L (a short window, gamma near 1), so they go through scratch: two copies,
+  // each one command for every head.
+  const size_t head_bytes = size_t(slot_stride) * row_bytes, recent_bytes = size_t(recent_slots_) * row_bytes;
+  Tensor& recent = backend_->scratch(ScratchId::FreqKvRecent, num_kv_heads_ * recent_bytes);
+  backend_->copy_strided(states, (window_ - recent_slots_) * row_bytes, head_bytes, recent, 0, recent_bytes, recent_bytes,
+                         num_kv_heads_);
+  backend_->copy_strided(recent, 0, recent_bytes, states, (sink_slots_ + retained_slots_) * row_bytes, head_bytes,
+                         recent_bytes, num_kv_heads_);
 }
 
 void FreqKvPolicy::after_attend(Cache& cache, uint32_t layer_index, View) {
@@ -92,8 +113,9 @@ void FreqKvPolicy::after_attend(Cache& cache, uint32_t layer_index, View) {
   if (layer.slots_held < window_) return;
   compress(*layer.k, layer.slot_stride);
   compress(*layer.v, layer.slot_stride);
-  // Slots S .. S+L-1 keep the positions they had: their index in the cache.
-  layer.slots_held = sink_slots_ + retained_slots_;
+  // Every slot keeps the position it had, its index in the cache: the recent tokens take
+  // the positions of the slots they moved to.
+  layer.slots_held = sink_slots_ + retained_slots_ + recent_slots_;
   layer.last_append = 0;  // the chunk's slots were folded in: attending from them again is refused
   cache.count_compression();
 }

@@ -95,10 +95,16 @@ void Recorder::download(BufferSlice src, void* dst, VkDeviceSize bytes) {
 }
 
 void Recorder::copy(BufferSlice src, BufferSlice dst, VkDeviceSize bytes) {
-  if (bytes == 0) return;
+  copy_strided(src, 0, dst, 0, bytes, 1);
+}
+
+void Recorder::copy_strided(BufferSlice src, VkDeviceSize src_stride, BufferSlice dst, VkDeviceSize dst_stride,
+                            VkDeviceSize bytes, uint32_t count) {
+  if (bytes == 0 || count == 0) return;
+  std::vector<VkBufferCopy> regions(count);
+  for (uint32_t i = 0; i < count; ++i) regions[i] = {src.offset + i * src_stride, dst.offset + i * dst_stride, bytes};
   before_command();
-  const VkBufferCopy region{src.offset, dst.offset, bytes};
-  vkCmdCopyBuffer(commands(), src.buffer->handle(), dst.buffer->handle(), 1, &region);
+  vkCmdCopyBuffer(commands(), src.buffer->handle(), dst.buffer->handle(), count, regions.data());
 }
 
 void Recorder::fill(BufferSlice dst, VkDeviceSize bytes, uint32_t word) {

@@ -33,6 +33,10 @@ class Recorder {
   // recording (nothing would tell libkvc when to deliver it).
   void download(BufferSlice src, void* dst, VkDeviceSize bytes);
   void copy(BufferSlice src, BufferSlice dst, VkDeviceSize bytes);
+  // One copy command of `count` regions of `bytes`, region i at src.offset + i * src_stride and
+  // dst.offset + i * dst_stride. No destination region may overlap a source region.
+  void copy_strided(BufferSlice src, VkDeviceSize src_stride, BufferSlice dst, VkDeviceSize dst_stride, VkDeviceSize bytes,
+                    uint32_t count);
   void fill(BufferSlice dst, VkDeviceSize bytes, uint32_t word);
   // Binds `buffers` to bindings 0..n-1 and `push` (spec.push_bytes long) and dispatches.
   void dispatch(const KernelSpec& spec, std::initializer_list<BufferSlice> buffers, const void* push,

@@ -1,7 +1,9 @@
 // FREQKV on Vulkan against the CPU: the compression step after 1 and after 20 successive
 // compressions (new tokens filling the window in between) for windows of 64, 1000 and 4096
-// slots and 4092 + 4 sinks, with the sinks bit-identical throughout; and whole caches fed the
-// same chunks and decode steps through the C API, giving the same attention and contents.
+// slots, 4092 + 4 sinks, and with recent tokens kept out of the transform (the authors' 8 + 8
+// at 4096, a middle of 61 on the dense route, recent tokens moving onto rows they overlap),
+// with the sinks and the recent tokens bit-identical throughout; and whole caches fed the same
+// chunks and decode steps through the C API, giving the same attention and contents.
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -28,8 +30,16 @@ struct CompressionRun {
 TEST_CASE("FreqKV compression on Vulkan equals the CPU over 20 successive compressions") {
   Backend* gpu = test::vulkan_backend();
   REQUIRE(gpu != nullptr);
+  struct Setting {
+    uint32_t window, sinks, recent;
+  };
+  // Middles M = N - S - R: 64, 1000, 4096, 4092 (no recent tokens); 4080 and 69 on the FFT
+  // route, 61 (prime) on the dense one; 12 with 15 recent tokens, which land on rows 8 .. 22,
+  // 9 .. 22 of them their own.
+  const Setting settings[] = {{64, 0, 0}, {1000, 0, 0}, {4096, 0, 0}, {4096, 4, 0},
+                              {4096, 8, 8}, {77, 3, 5}, {70, 3, 6}, {29, 2, 15}};
   for (Dtype dtype : {Dtype::F32, Dtype::F16})
-    for (auto [window, sinks] : {std::pair{64u, 0u}, {1000u, 0u}, {4096u, 0u}, {4096u, 4u}}) {
+    for (auto [window, sinks, recent] : settings) {
       CacheConfig config;
       config.num_layers = 1;
       config.num_kv_heads = window > 1000 ? 1 : 3;  // several heads where it is cheap
@@ -38,7 +48,7 @@ TEST_CASE("FreqKV compression on Vulkan equals the CPU over 20 successive compre
       config.dtype = dtype;
       config.capacity = window;
       config.policy = KVC_POLICY_FREQKV;
-      const kvc_freqkv_params params{sizeof(kvc_freqkv_params), sinks, 0.5f};
+      const kvc_freqkv_params params{sizeof(kvc_freqkv_params), sinks, 0.5f, recent};
       config.policy_params = &params;
       const uint32_t slot_stride = window + 3, dim = config.head_dim, heads = config.num_kv_heads;
       const size_t row_bytes = dim * dtype_size(dtype), bytes = size_t(heads) * slot_stride * row_bytes;
@@ -52,19 +62,29 @@ TEST_CASE("FreqKV compression on Vulkan equals the CPU over 20 successive compre
         run.policy->allocate_device_state(*backend);
         runs.push_back(std::move(run));
       }
-      const uint32_t kept = sinks + runs[0].policy->retained_slots();
-      CHECK(runs[0].policy->retained_slots() == (window - sinks) / 2);
+      const uint32_t retained = runs[0].policy->retained_slots(), kept = sinks + retained + recent;
+      CHECK(retained == (window - sinks - recent) / 2);
+      const FreqKvPolicy& policy = *runs[0].policy;
+      const ops::FrequencyCompressShape shape{heads, dim, policy.compressed_slots(), retained, slot_stride, dtype};
+      const bool fft = ops::frequency_compress_route(*gpu, shape) == ops::FrequencyCompressRoute::Fft;
       size_t pipelines_after_first = 0;
       for (uint32_t compression = 1; compression <= 20; ++compression) {
+        INFO(dtype_name(dtype), " window ", window, " sinks ", sinks, " recent ", recent, fft ? " fft" : " dense", " after ",
+             compression, " compressions");
         std::vector<float> incoming = test::random_floats(size_t(window - kept) * dim);
         const std::vector<unsigned char> incoming_bytes = test::encode(incoming, dtype);
         std::vector<std::vector<unsigned char>> held;
         for (CompressionRun& run : runs) {
           Backend& backend = run.states->backend();
+          const std::vector<unsigned char> full = test::read_tensor(backend, *run.states, bytes);
           backend.begin();
           run.policy->compress(*run.states, slot_stride);
           backend.submit();
           held.push_back(test::read_tensor(backend, *run.states, bytes));
+          // The window's last R rows, bit for bit, right after the compressed slots.
+          for (uint32_t head = 0; head < heads; ++head)
+            CHECK(std::memcmp(held.back().data() + (size_t(head) * slot_stride + sinks + retained) * row_bytes,
+                              full.data() + (size_t(head) * slot_stride + window - recent) * row_bytes, recent * row_bytes) == 0);
           backend.begin();  // new tokens fill the window again
           for (uint32_t head = 0; head < heads; ++head)
             backend.upload(incoming_bytes.data(), incoming_bytes.size(), *run.states, (size_t(head) * slot_stride + kept) * row_bytes);
@@ -83,8 +103,7 @@ TEST_CASE("FreqKV compression on Vulkan equals the CPU over 20 successive compre
         if (compression == 1) pipelines_after_first = gpu->device().pipelines().size();
         CHECK(gpu->device().pipelines().size() == pipelines_after_first);
         if (compression != 1 && compression != 20) continue;
-        INFO(dtype_name(dtype), " window ", window, " sinks ", sinks, " after ", compression, " compressions");
-        // f32: each step sums N - S terms in f32 on the GPU and in double on the CPU, about
+        // f32: each step sums M terms in f32 on the GPU and in double on the CPU, about
         // sqrt(N) * 6e-8 of the scale (4e-6 seen at N = 4096), and the map contracts (its
         // rescale is sqrt(gamma) < 1), so 20 steps do not grow it. f16: each step's result is
         // rounded to f16 on both sides and may land one ulp (2^-11 of the scale) apart; later
@@ -96,29 +115,41 @@ TEST_CASE("FreqKV compression on Vulkan equals the CPU over 20 successive compre
 }
 
 TEST_CASE("FREQKV cache: Vulkan and CPU agree over chunks and decode steps across compressions") {
-  for (kvc_dtype dtype : {KVC_DTYPE_F32, KVC_DTYPE_F16}) {
-    test::ContextPtr gpu = test::make_context(KVC_BACKEND_VULKAN), cpu = test::make_context(KVC_BACKEND_CPU);
-    REQUIRE(gpu);
-    kvc_cache_desc desc = test::small_cache_desc(dtype, 100);  // N = 100, S = 4: L = 48
-    desc.policy = KVC_POLICY_FREQKV;
-    test::CachePtr gpu_cache = test::make_cache(gpu.get(), desc), cpu_cache = test::make_cache(cpu.get(), desc);
-    // Fill (compress), two chunks that refill (compress), decode, a chunk that refills, decode.
-    const uint32_t steps[] = {100, 30, 18, 1, 1, 1, 1, 1, 43, 1, 1};
-    for (uint32_t n : steps) {
-      // As for the FULL cache (attention's own rounding; f16 outputs are rounded on both
-      // sides), over compressed K/V that differ by the compression's rounding (test above).
-      for (uint32_t layer = 0; layer < desc.num_layers; ++layer)
-        test::check_same_chunk(gpu_cache.get(), cpu_cache.get(), desc, layer, n,
-                               dtype == KVC_DTYPE_F32 ? test::BackendTolerances{1e-5, 1e-5} : test::BackendTolerances{2e-3, 1.5e-3});
+  struct Setting {
+    uint32_t window;
+    const kvc_freqkv_params* params;
+    uint32_t kept;  // S + L + R
+  };
+  const kvc_freqkv_params with_recent{sizeof(kvc_freqkv_params), 4, 0.5f, 7};
+  // NULL: N = 100, S = 4 keeps 4 + 48; N = 101 with 7 recent tokens keeps 4 + 45 + 7.
+  const Setting settings[] = {{100, nullptr, 52}, {101, &with_recent, 56}};
+  for (const Setting& setting : settings)
+    for (kvc_dtype dtype : {KVC_DTYPE_F32, KVC_DTYPE_F16}) {
+      INFO("window ", setting.window, " recent tokens ", setting.params ? setting.params->recent_tokens : 0);
+      test::ContextPtr gpu = test::make_context(KVC_BACKEND_VULKAN), cpu = test::make_context(KVC_BACKEND_CPU);
+      REQUIRE(gpu);
+      kvc_cache_desc desc = test::small_cache_desc(dtype, setting.window);
+      desc.policy = KVC_POLICY_FREQKV;
+      desc.policy_params = setting.params;
+      test::CachePtr gpu_cache = test::make_cache(gpu.get(), desc), cpu_cache = test::make_cache(cpu.get(), desc);
+      // Fill (compress), two chunks that refill (compress), decode, a chunk that refills, decode.
+      const uint32_t room = setting.window - setting.kept;
+      const uint32_t steps[] = {setting.window, room - room / 3, room / 3, 1, 1, 1, 1, 1, room - 5, 1, 1};
+      for (uint32_t n : steps) {
+        // As for the FULL cache (attention's own rounding; f16 outputs are rounded on both
+        // sides), over compressed K/V that differ by the compression's rounding (test above).
+        for (uint32_t layer = 0; layer < desc.num_layers; ++layer)
+          test::check_same_chunk(gpu_cache.get(), cpu_cache.get(), desc, layer, n,
+                                 dtype == KVC_DTYPE_F32 ? test::BackendTolerances{1e-5, 1e-5} : test::BackendTolerances{2e-3, 1.5e-3});
+      }
+      kvc_cache_stats stats{sizeof(kvc_cache_stats)};
+      REQUIRE(kvc_cache_stats_get(gpu_cache.get(), &stats) == KVC_OK);
+      CHECK(stats.compressions == 3 * desc.num_layers);
+      CHECK(stats.slots_held == desc.num_layers * (setting.kept + 2));
+      kvc_context_info info{sizeof(kvc_context_info)};
+      REQUIRE(kvc_context_info_get(gpu.get(), &info) == KVC_OK);
+      CHECK(info.validation_messages == 0);
     }
-    kvc_cache_stats stats{sizeof(kvc_cache_stats)};
-    REQUIRE(kvc_cache_stats_get(gpu_cache.get(), &stats) == KVC_OK);
-    CHECK(stats.compressions == 3 * desc.num_layers);
-    CHECK(stats.slots_held == desc.num_layers * 54);
-    kvc_context_info info{sizeof(kvc_context_info)};
-    REQUIRE(kvc_context_info_get(gpu.get(), &info) == KVC_OK);
-    CHECK(info.validation_messages == 0);
-  }
 }
 
 }  // namespace kvc

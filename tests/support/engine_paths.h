@@ -1,8 +1,9 @@
 // The engine path (kvc_buffer, kvc_cache_append_device / kvc_attend_device, steps) beside the
 // host path, for the engine-path tests on the CPU and on Vulkan: per policy, parameters and a
 // short token stream under which the policy acts (a prompt longer than its budget, evictions
-// during the prompt and after it, FreqKV, FAEDKV and FourierAttention compressions), and
-// caches fed that stream through each path; plus the buffer and step checks both backends run.
+// during the prompt and after it, FreqKV (with and without recent tokens), FAEDKV and
+// FourierAttention compressions), and caches fed that stream through each path; plus the
+// buffer and step checks both backends run.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -177,6 +178,10 @@ inline std::vector<PolicyCase> policy_cases() {
   // N = 40 with 4 sinks keeps 4 + 18 slots: 13 + 27 fill the window (compression), 11 + 7
   // fill it again (a second one), then decoding appends.
   cases.push_back({"FREQKV", KVC_POLICY_FREQKV, 40, {13, 27, 11, 7}, 4});
+  // The authors' variant, recent tokens kept out of the transform: N = 41 with 4 sinks and 3
+  // recent tokens keeps 4 + 17 + 3 slots, so the same chunk sizes fill the window twice.
+  cases.push_back({"FREQKV, recent tokens", KVC_POLICY_FREQKV, 41, {13, 28, 10, 7}, 4});
+  cases.back().freqkv.recent_tokens = 3;
   // 2 sinks, 5 recent tokens and 4 chunks: the 46-token prompt's middle of 39 tokens becomes
   // chunks 0 and 3 of its spectrum; the decode tokens fold the window's oldest in.
   cases.push_back({"FAEDKV", KVC_POLICY_FAEDKV, 64, prompt, 4});
