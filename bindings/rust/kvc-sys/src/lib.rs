@@ -141,6 +141,7 @@ pub struct kvc_freqkv_params {
     pub struct_size: u32,
     pub sink_tokens: u32,
     pub retain_ratio: f32,
+    pub recent_tokens: u32,
 }
 
 #[repr(C)]

@@ -256,17 +256,19 @@ impl Default for WindowParams {
     }
 }
 
-/// `kvc_freqkv_params` (FREQKV); `Default` is the paper's: 4 sinks, retain ratio 0.5.
+/// `kvc_freqkv_params` (FREQKV); `Default` is the paper's: 4 sinks, retain ratio 0.5, no
+/// recent tokens (its authors' code keeps 8 recent tokens out of the transform, and 8 sinks).
 #[derive(Debug, Clone, PartialEq)]
 pub struct FreqKvParams {
     pub sink_tokens: u32,
     pub retain_ratio: f32,
+    pub recent_tokens: u32,
 }
 
 impl Default for FreqKvParams {
     fn default() -> Self {
         let d = unsafe { sys::kvc_freqkv_params_default() };
-        FreqKvParams { sink_tokens: d.sink_tokens, retain_ratio: d.retain_ratio }
+        FreqKvParams { sink_tokens: d.sink_tokens, retain_ratio: d.retain_ratio, recent_tokens: d.recent_tokens }
     }
 }
 
@@ -470,6 +472,7 @@ impl RawPolicy {
         let mut raw = unsafe { sys::kvc_freqkv_params_default() };
         raw.sink_tokens = p.sink_tokens;
         raw.retain_ratio = p.retain_ratio;
+        raw.recent_tokens = p.recent_tokens;
         RawParams::FreqKv(raw)
     }
 

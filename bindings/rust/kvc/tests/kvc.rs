@@ -351,3 +351,39 @@ fn per_layer_tables_reach_libkvc() {
         }
     }
 }
+
+#[test]
+fn freqkv_keeps_its_recent_tokens_whole() {
+    let mut random = Random::seeded("freqkv_keeps_its_recent_tokens_whole");
+    let (window, sinks, recent, head_dim) = (40u32, 2u32, 5u32, 32u32);
+    let kept = sinks + (window - sinks - recent) / 2 + recent; // 2 + floor(0.5 * 33) + 5
+    let (k, v, q) = (random.vec((window * 2 * head_dim) as usize), random.vec((window * 2 * head_dim) as usize),
+                     random.vec((window * 4 * head_dim) as usize));
+    let mut out = vec![0.0; q.len()];
+    for ctx in contexts() {
+        let policy = Policy::FreqKv(FreqKvParams { sink_tokens: sinks, retain_ratio: 0.5, recent_tokens: recent });
+        let mut cache = ctx.cache(&CacheDesc { layers: 1, q_heads: 4, kv_heads: 2, head_dim, capacity: window, policy,
+                                               ..Default::default() }).unwrap();
+        cache.append(0, &k, &v).unwrap();
+        cache.attend(0, &q, &mut out).unwrap();
+        let contents = cache.read::<f32>(0).unwrap();
+        assert_eq!(contents.slots, kept);
+        // Appended as [token][head][d], read as [head][slot][d]: the sinks, then the window's last
+        // `recent` tokens right after the compressed middle, bit for bit.
+        let row = head_dim as usize;
+        for head in 0..2usize {
+            let token = |states: &[f32], t: u32| states[(t as usize * 2 + head) * row..][..row].to_vec();
+            let slot = |states: &[f32], s: u32| states[(head * kept as usize + s as usize) * row..][..row].to_vec();
+            for (read, appended) in [(contents.k.as_slice(), k.as_slice()), (contents.v.as_slice(), v.as_slice())] {
+                for s in 0..sinks {
+                    assert_eq!(slot(read, s), token(appended, s));
+                }
+                for r in 0..recent {
+                    assert_eq!(slot(read, kept - recent + r), token(appended, window - recent + r));
+                }
+            }
+            let positions: Vec<i32> = contents.positions[head * kept as usize..][..kept as usize].to_vec();
+            assert_eq!(positions, (0..kept as i32).collect::<Vec<_>>());
+        }
+    }
+}
