@@ -132,3 +132,40 @@ def test_per_layer_tables(context, rng):
             cache.attend(layer, q)
         cache.end_prefill()
         assert [cache.layer_slots(layer) for layer in range(2)] == [30, 20]
+
+
+def _freqkv_compression(x: np.ndarray, retained: int) -> np.ndarray:
+    """FreqKV eq. 3 along axis 0: sqrt(L / M) * IDCT_L(DCT_M(x)[:L]), orthonormal DCTs as matrices."""
+    def dct_matrix(length: int) -> np.ndarray:  # row t: alpha_t cos(pi t (2n + 1) / 2 length)
+        t, n = np.arange(length)[:, None], np.arange(length)[None, :]
+        matrix = np.sqrt(2.0 / length) * np.cos(np.pi * t * (2 * n + 1) / (2 * length))
+        matrix[0] /= np.sqrt(2.0)
+        return matrix
+    length = x.shape[0]
+    return np.sqrt(retained / length) * dct_matrix(retained).T @ (dct_matrix(length) @ x)[:retained]
+
+
+def test_freqkv_recent_tokens_stay_whole(context, rng):
+    """FreqKVParams.recent_tokens reaches libkvc: a full window keeps its sinks and its last
+    recent_tokens slots as appended, the recent ones right after the compressed middle."""
+    window, sinks, recent = 40, 2, 5
+    middle = window - sinks - recent  # 33
+    retained = middle // 2  # floor(0.5 * 33)
+    k, v = (rng.standard_normal((window, KV_HEADS, HEAD_DIM)).astype(np.float32) for _ in range(2))
+    with kvc.Cache(context, layers=1, q_heads=Q_HEADS, kv_heads=KV_HEADS, head_dim=HEAD_DIM, capacity=window,
+                   policy=kvc.Policy.FREQKV,
+                   params=kvc.FreqKVParams(sink_tokens=sinks, retain_ratio=0.5, recent_tokens=recent)) as cache:
+        cache.append(0, k, v)
+        cache.attend(0, rng.standard_normal((window, Q_HEADS, HEAD_DIM)).astype(np.float32))
+        got_k, got_v, positions = cache.read(0)
+    assert got_k.shape[1] == sinks + retained + recent
+    np.testing.assert_array_equal(positions, np.tile(np.arange(sinks + retained + recent), (KV_HEADS, 1)))
+    for got, appended in ((got_k, k), (got_v, v)):
+        by_head = appended.transpose(1, 0, 2)  # [kv_heads, tokens, head_dim], as read() returns
+        np.testing.assert_array_equal(got[:, :sinks], by_head[:, :sinks])
+        np.testing.assert_array_equal(got[:, sinks + retained:], by_head[:, window - recent:])
+        for head in range(KV_HEADS):
+            expected = _freqkv_compression(by_head[head, sinks:window - recent].astype(np.float64), retained)
+            # f32 storage and f32 sums on the device: ~1e-6 of the scale; 1e-5 leaves room, and a
+            # wrong middle (recent tokens transformed, or a shifted range) is off by O(1).
+            np.testing.assert_allclose(got[head, sinks:sinks + retained], expected, rtol=0, atol=1e-5 * np.abs(expected).max())

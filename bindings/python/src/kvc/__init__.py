@@ -196,9 +196,12 @@ class WindowParams(_Params):
 @dataclasses.dataclass
 class FreqKVParams(_Params):
     """kvc_freqkv_params (FREQKV): `capacity` is the window N; when a layer holds N slots the
-    slots after `sink_tokens` keep the lowest `retain_ratio` share of their DCT components."""
+    slots between the first `sink_tokens` and the last `recent_tokens` keep the lowest
+    `retain_ratio` share of their DCT components, and the recent tokens follow them unchanged
+    (0 recent tokens is the paper; its authors' code keeps 8, with 8 sinks)."""
     sink_tokens: Optional[int] = None
     retain_ratio: Optional[float] = None
+    recent_tokens: Optional[int] = None
     _default_function = "kvc_freqkv_params_default"
 
 

@@ -51,7 +51,7 @@ class eviction_params(Structure):
 
 
 class freqkv_params(Structure):
-    _fields_ = [("struct_size", c_uint32), ("sink_tokens", c_uint32), ("retain_ratio", c_float)]
+    _fields_ = [("struct_size", c_uint32), ("sink_tokens", c_uint32), ("retain_ratio", c_float), ("recent_tokens", c_uint32)]
 
 
 class faedkv_params(Structure):
