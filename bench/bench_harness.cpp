@@ -82,6 +82,13 @@ double copy_bandwidth_gbps(Backend& backend, const Timing& timing, size_t bytes)
   return 2.0 * bytes / (std::min(transfer_us, shader_us) * 1e3);
 }
 
+void record(Report& report, Row row) {
+  std::fprintf(stderr, "kvc-bench: %-22s %-62s %-4s %12.1f us\n", row.name.c_str(), row.shape.c_str(), row.dtype.c_str(),
+               row.median_us);
+  std::fflush(stderr);
+  report.rows.push_back(std::move(row));
+}
+
 void print_table(const Report& report, const Report* peer) {
   std::printf("device: %s (%s), %s; measured copy bandwidth %.0f GB/s\n", report.device.c_str(), report.driver.c_str(),
               report.date.c_str(), report.copy_gbps);

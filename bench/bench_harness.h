@@ -52,6 +52,9 @@ struct Report {
   std::vector<Row> rows;
 };
 
+// Adds a measured row, and prints it to stderr at once: a long run shows its progress, and a
+// run cut short by a time limit still leaves the rows it measured.
+void record(Report& report, Row row);
 void print_table(const Report& report, const Report* peer);
 std::string to_json(const Report& report);
 // Reads what to_json (or the peer script) wrote; only the fields the comparison needs.

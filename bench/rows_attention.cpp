@@ -56,14 +56,14 @@ void add_attention_rows(Backend& backend, const Timing& timing, const RowOptions
       if (!options.wants("decode_attention")) break;
       shape.num_queries = 1;
       shape.num_slots = shape.slot_stride = length;
-      report.rows.push_back(time_attention(backend, timing, shape, "decode_attention"));
+      record(report, time_attention(backend, timing, shape, "decode_attention"));
     }
   }
   if (!options.wants("prefill_attention")) return;
   shape.dtype = Dtype::F16;
   shape.num_queries = quick ? 128 : 2048;
   shape.num_slots = shape.slot_stride = (quick ? 1024 : 32768) + shape.num_queries;
-  report.rows.push_back(time_attention(backend, timing, shape, "prefill_attention"));
+  record(report, time_attention(backend, timing, shape, "prefill_attention"));
 }
 
 }  // namespace kvc::bench

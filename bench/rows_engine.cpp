@@ -91,7 +91,7 @@ void add_row(Report& report, EngineSession& session, const char* name, std::stri
     row.median_us = time.wall_us;
     row.gpu_us = time.gpu_us;
     row.bytes = bytes;
-    report.rows.push_back(row);
+    record(report, row);
   } catch (const Error& error) {
     std::fprintf(stderr, "kvc-bench: %s %s skipped: %s: %s\n", name, shape.c_str(), kvc_status_name(error.status()),
                  error.what());

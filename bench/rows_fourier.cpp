@@ -79,7 +79,7 @@ void add_compress_row(Backend& backend, const Timing& timing, const FourierSetti
   });
   // The middle's K and V are read (twice: projection and fit) and packed once.
   row.bytes = double(setting.layers) * 2 * 2 * kKvHeads * double(setting.middle()) * kHeadDim * 2;
-  report.rows.push_back(row);
+  record(report, row);
 }
 
 // One layer's compressed state with random contents (the timings depend on sizes only).
@@ -171,7 +171,7 @@ void add_decode_rows(Backend& backend, const Timing& timing, const RowOptions& o
                double(state.key_coefficients->bytes() + state.value_coefficients->bytes());
     }
     row.bytes = bytes;
-    report.rows.push_back(row);
+    record(report, row);
   }
 
   if (options.wants("full_decode_step")) {
@@ -189,7 +189,7 @@ void add_decode_rows(Backend& backend, const Timing& timing, const RowOptions& o
         ops::attention(backend, shape, {view(*q), view(*full_k), view(*full_v), view(*full_positions), View{}, view(*out), View{}});
     });
     row.bytes = double(setting.layers) * 2 * kv_bytes;
-    report.rows.push_back(row);
+    record(report, row);
   }
 }
 

@@ -71,7 +71,7 @@ void add_freqkv_rows(Backend& backend, const Timing& timing, const RowOptions& o
       // The middle read and its L rows written; the recent rows read and written twice (through scratch).
       const uint32_t rows_moved = policy.compressed_slots() + policy.retained_slots() + 4 * setting.recent;
       row.bytes = double(layers) * kKvHeads * kHeadDim * dtype_size(dtype) * rows_moved;
-      report.rows.push_back(row);
+      record(report, row);
     }
 }
 
@@ -122,7 +122,7 @@ void add_window_selection_rows(Backend& backend, const Timing& timing, const Row
     });
     // The keys are read once; the kept slots' K, V and positions are read and written once.
     row.bytes = double(layers) * (double(kKvHeads) * slots * kHeadDim * 2 + 2.0 * kKvHeads * budget * (2 * kHeadDim * 2 + 4));
-    report.rows.push_back(row);
+    record(report, row);
   }
 }
 
@@ -187,7 +187,7 @@ void add_eviction_rows(Backend& backend, const Timing& timing, const RowOptions&
         }
       });
       row.bytes = double(layers) * (2.0 * kKvHeads * slots * kHeadDim * 2 + 2.0 * kQHeads * kHeadDim * 2);
-      report.rows.push_back(row);
+      record(report, row);
     }
   }
 }

@@ -139,22 +139,27 @@ def row(name, s, length, n, us):
             "bytes": bytes_moved(s, length, n)}
 
 
-def engine_rows(quick):
+def engine_rows(quick, keep=lambda name: True):
+    """The engine rows whose name keep() accepts."""
     s = sizes(quick)
     rows = []
     decode_reps = s["decode_repetitions"]
-    for length in s["decode_lengths"]:
-        us = median_wall_us(decode_preallocated(s, length, decode_reps), decode_reps)
-        rows.append(row("engine_decode", s, length, 1, us))
-        torch.cuda.empty_cache()
-    length = s["decode_lengths"][0]
-    us = median_wall_us(decode_preallocated(s, length, decode_reps, contextlib.nullcontext), decode_reps)
-    rows.append(row("engine_decode_default", s, length, 1, us))
-    for length in s["decode_lengths"][:2]:  # torch.cat copies the whole cache per token: not at 128K
-        us = median_wall_us(decode_cat(s, length), decode_reps)
-        rows.append(row("engine_decode_cat", s, length, 1, us))
-        torch.cuda.empty_cache()
-    length, chunk = s["prefill_length"], s["chunk"]
-    rows.append(row("engine_prefill", s, length, chunk,
-                    median_wall_us(prefill_chunk(s, length, chunk), s["prefill_repetitions"])))
+    if keep("engine_decode"):
+        for length in s["decode_lengths"]:
+            us = median_wall_us(decode_preallocated(s, length, decode_reps), decode_reps)
+            rows.append(row("engine_decode", s, length, 1, us))
+            torch.cuda.empty_cache()
+    if keep("engine_decode_default"):
+        length = s["decode_lengths"][0]
+        us = median_wall_us(decode_preallocated(s, length, decode_reps, contextlib.nullcontext), decode_reps)
+        rows.append(row("engine_decode_default", s, length, 1, us))
+    if keep("engine_decode_cat"):
+        for length in s["decode_lengths"][:2]:  # torch.cat copies the whole cache per token: not at 128K
+            us = median_wall_us(decode_cat(s, length), decode_reps)
+            rows.append(row("engine_decode_cat", s, length, 1, us))
+            torch.cuda.empty_cache()
+    if keep("engine_prefill"):
+        length, chunk = s["prefill_length"], s["chunk"]
+        rows.append(row("engine_prefill", s, length, chunk,
+                        median_wall_us(prefill_chunk(s, length, chunk), s["prefill_repetitions"])))
     return rows

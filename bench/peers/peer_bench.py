@@ -4,7 +4,7 @@ GPU (CUDA events, warm-up, median; the engine rows on the wall clock, engine_tor
 kvc-bench's JSON, so that `kvc-bench --compare peer.json` prints both side by side. Needs PyTorch
 and a CUDA GPU.
 
-    python3 bench/peers/peer_bench.py [--quick] [--json peer.json]
+    python3 bench/peers/peer_bench.py [--quick] [--only PREFIX ...] [--json peer.json]
 """
 import argparse
 import datetime
@@ -61,7 +61,12 @@ def attention_row(name, length, queries, dtype, q_heads=32, kv_heads=8, dim=128)
             "us": median_us(step), "bytes": 2.0 * kv_heads * length * dim * elem + 2.0 * queries * q_heads * dim * elem}
 
 
-def policy_rows(quick):
+def wanted(name, only):
+    """As kvc-bench's --only: a row runs when its name starts with one of the prefixes (all without)."""
+    return not only or any(name.startswith(prefix) for prefix in only)
+
+
+def policy_rows(quick, only):
     """Rows of the policies' own PyTorch formulations (bench/peers/<policy>_torch.py), each
     module exposing ROWS: a list of (name, shape string, dtype, kwargs) and make_step."""
     rows = []
@@ -70,7 +75,7 @@ def policy_rows(quick):
     for path in sorted(here.glob("*_torch.py")):
         module = importlib.import_module(path.stem)
         for name, shape, dtype, kwargs in getattr(module, "ROWS", []):
-            if quick and kwargs.get("heavy"):
+            if (quick and kwargs.get("heavy")) or not wanted(name, only):
                 continue
             step = module.make_step("cuda", DTYPES[dtype], **{k: v for k, v in kwargs.items() if k != "heavy"})
             rows.append({"name": name, "shape": shape, "dtype": dtype, "us": median_us(step), "bytes": 0})
@@ -80,18 +85,22 @@ def policy_rows(quick):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", action="append", default=[], metavar="PREFIX",
+                        help="time only the rows whose name starts with PREFIX (repeatable)")
     parser.add_argument("--json", default="peer.json")
     args = parser.parse_args()
     torch.manual_seed(0)
     lengths = [4096] if args.quick else [4096, 32768, 131072]
     rows = []
-    for dtype in ("f16", "f32"):
-        for length in lengths:
-            rows.append(attention_row("decode_attention", length, 1, dtype))
+    if wanted("decode_attention", args.only):
+        for dtype in ("f16", "f32"):
+            for length in lengths:
+                rows.append(attention_row("decode_attention", length, 1, dtype))
     queries = 128 if args.quick else 2048
-    rows.append(attention_row("prefill_attention", (1024 if args.quick else 32768) + queries, queries, "f16"))
-    rows += policy_rows(args.quick)
-    rows += engine_torch.engine_rows(args.quick)
+    if wanted("prefill_attention", args.only):
+        rows.append(attention_row("prefill_attention", (1024 if args.quick else 32768) + queries, queries, "f16"))
+    rows += policy_rows(args.quick, args.only)
+    rows += engine_torch.engine_rows(args.quick, lambda name: wanted(name, args.only))
     report = {"device": torch.cuda.get_device_name(), "driver": f"torch {torch.__version__}, CUDA {torch.version.cuda}",
               "date": datetime.date.today().isoformat(), "copy_gbps": copy_gbps(), "rows": rows}
     pathlib.Path(args.json).write_text(json.dumps(report, indent=2))
