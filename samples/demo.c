@@ -1,9 +1,10 @@
-/* libkvc demo: streams random tokens (a prefill in chunks, then decode steps) through a small
+/* libkvc demo: streams tokens (a prefill in chunks, then decode steps) through a small
  * model-shaped cache under every policy, on the default device (a GPU, lavapipe, or the CPU
  * when no Vulkan exists) and on the CPU reference side by side, and prints per policy the
- * agreement of the attention outputs and the memory held. The device runs the engine path:
- * Q, K, V and outputs in device buffers, and every layer of a model step recorded into one
- * submission (kvc_step_*); the reference runs the convenient host-array calls.
+ * memory held beside what it costs: the error of its decode attention against FULL's on the
+ * same stream; and the agreement of every output with the CPU reference. The device runs the
+ * engine path: Q, K, V and outputs in device buffers, and every layer of a model step recorded
+ * into one submission (kvc_step_*); the reference runs the convenient host-array calls.
  *
  *   kvc-demo [decode_steps]      (default 300, after a 768-token prefill in chunks of 192)
  */
@@ -16,6 +17,7 @@
 #include <kvc/kvc.h>
 
 enum { LAYERS = 2, Q_HEADS = 8, KV_HEADS = 2, HEAD_DIM = 64, PREFILL = 768, CHUNK = 192 };
+enum { KV_ROW = KV_HEADS * HEAD_DIM, Q_ROW = Q_HEADS * HEAD_DIM }; /* one token's K (or V), Q (or output) */
 
 #define CHECK_OK(call)                                                                           \
   do {                                                                                           \
@@ -37,6 +39,40 @@ static void fill(float* data, size_t count, uint64_t* state) {
   for (size_t i = 0; i < count; ++i) data[i] = random_unit(state);
 }
 
+/* The stream. With uniformly random keys attention is near-flat, and every policy's output is
+ * near the same mean of the values, whatever it keeps: no trade-off shows. So, as in models,
+ * whose attention peaks on a few tokens, every query leans along one direction and one token
+ * in HEAVY_EVERY ("heavy") has keys far along it: about 4 logits above the rest, such a token
+ * draws ~50 times an ordinary one's weight wherever it lies. The direction spans the pairs
+ * NeoX RoPE turns slowest (dims 28..31 and 60..63: at most 0.35 rad over 1,000 tokens), so
+ * the tokens' positions barely move it. Values stay random. */
+enum { HEAVY_EVERY = 16, LEAN_DIMS = 8 };
+static const uint32_t lean_dims[LEAN_DIMS] = {28, 29, 30, 31, 60, 61, 62, 63};
+static const float QUERY_LEAN = 4.0f, HEAVY_KEY = 8.0f; /* lengths along the unit direction */
+
+/* One token of one layer: K [KV_HEADS][HEAD_DIM], V likewise, Q [Q_HEADS][HEAD_DIM]. */
+static void fill_token(float* k, float* v, float* q, uint64_t* state) {
+  const int heavy = random_unit(state) < -1.0f + 2.0f / HEAVY_EVERY;
+  fill(k, KV_ROW, state);
+  fill(v, KV_ROW, state);
+  fill(q, Q_ROW, state);
+  const float unit = 1.0f / sqrtf((float)LEAN_DIMS);
+  for (uint32_t i = 0; i < LEAN_DIMS; ++i) {
+    for (uint32_t head = 0; heavy && head < KV_HEADS; ++head) k[head * HEAD_DIM + lean_dims[i]] += HEAVY_KEY * unit;
+    for (uint32_t head = 0; head < Q_HEADS; ++head) q[head * HEAD_DIM + lean_dims[i]] += QUERY_LEAN * unit;
+  }
+}
+
+/* ||a - b|| / ||b|| over `count` values. */
+static double relative_error(const float* a, const float* b, size_t count) {
+  double difference = 0.0, norm = 0.0;
+  for (size_t i = 0; i < count; ++i) {
+    difference += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+    norm += (double)b[i] * b[i];
+  }
+  return sqrt(difference / norm);
+}
+
 /* A policy as the demo runs it: its parameters and how large its cache is. */
 typedef struct demo_policy {
   const char* name;
@@ -46,9 +82,11 @@ typedef struct demo_policy {
   int ends_prefill; /* the observation-window policies, FAEDKV and FOURIER act when the prompt ends */
 } demo_policy;
 
-/* Streams the same tokens through `policy` on the device and on the CPU reference; returns
- * the largest attention-output difference relative to the output scale. */
-static double run_policy(kvc_context* reference, const demo_policy* p, uint32_t decode_steps, kvc_cache_stats* stats) {
+/* Streams the same tokens through `policy` on the device and on the CPU reference; keeps the
+ * device's attention outputs of the decode steps in `decode_outputs` ([step][layer][Q_ROW]);
+ * returns the largest attention-output difference relative to the output scale. */
+static double run_policy(kvc_context* reference, const demo_policy* p, uint32_t decode_steps, float* decode_outputs,
+                         kvc_cache_stats* stats) {
   kvc_cache_desc desc = kvc_cache_desc_default();
   desc.num_layers = LAYERS;
   desc.num_q_heads = Q_HEADS;
@@ -68,7 +106,7 @@ static double run_policy(kvc_context* reference, const demo_policy* p, uint32_t 
    * device already) and in one device buffer each, a layer's part aligned as views must be. */
   kvc_context_info info = {sizeof(kvc_context_info)};
   CHECK_OK(kvc_context_info_get(device, &info));
-  const size_t kv_bytes = (size_t)CHUNK * KV_HEADS * HEAD_DIM * sizeof(float), q_bytes = (size_t)CHUNK * Q_HEADS * HEAD_DIM * sizeof(float);
+  const size_t kv_bytes = (size_t)CHUNK * KV_ROW * sizeof(float), q_bytes = (size_t)CHUNK * Q_ROW * sizeof(float);
   const size_t kv_stride = (kv_bytes + info.buffer_offset_alignment - 1) / info.buffer_offset_alignment * info.buffer_offset_alignment;
   const size_t q_stride = (q_bytes + info.buffer_offset_alignment - 1) / info.buffer_offset_alignment * info.buffer_offset_alignment;
   float* k = malloc(LAYERS * kv_bytes);
@@ -85,12 +123,11 @@ static double run_policy(kvc_context* reference, const demo_policy* p, uint32_t 
   double worst = 0.0;
   for (uint32_t done = 0; done < PREFILL + decode_steps;) {
     const uint32_t n = done < PREFILL ? CHUNK : 1;
-    const size_t kv_count = (size_t)n * KV_HEADS * HEAD_DIM, q_count = (size_t)n * Q_HEADS * HEAD_DIM;
-    for (uint32_t layer = 0; layer < LAYERS; ++layer) {
-      fill(k + layer * kv_count, kv_count, &state);
-      fill(v + layer * kv_count, kv_count, &state);
-      fill(q + layer * q_count, q_count, &state);
-    }
+    const size_t kv_count = (size_t)n * KV_ROW, q_count = (size_t)n * Q_ROW;
+    for (uint32_t layer = 0; layer < LAYERS; ++layer)
+      for (uint32_t token = 0; token < n; ++token)
+        fill_token(k + layer * kv_count + token * KV_ROW, v + layer * kv_count + token * KV_ROW, q + layer * q_count + token * Q_ROW,
+                   &state);
     /* One model step on the device: recorded layer by layer, submitted once, waited once. */
     CHECK_OK(kvc_step_begin(device));
     for (uint32_t layer = 0; layer < LAYERS; ++layer) {
@@ -106,6 +143,7 @@ static double run_policy(kvc_context* reference, const demo_policy* p, uint32_t 
     if (done + n == PREFILL && p->ends_prefill) CHECK_OK(kvc_cache_end_prefill(cache));
     CHECK_OK(kvc_step_end(device));
     CHECK_OK(kvc_step_wait(device, UINT64_MAX));
+    if (done >= PREFILL) memcpy(decode_outputs + (size_t)(done - PREFILL) * LAYERS * Q_ROW, out, LAYERS * Q_ROW * sizeof(float));
 
     for (uint32_t layer = 0; layer < LAYERS; ++layer) {
       CHECK_OK(kvc_cache_append(reference_cache, layer, n, KVC_DTYPE_F32, k + layer * kv_count, v + layer * kv_count));
@@ -145,6 +183,8 @@ int main(int argc, char** argv) {
          info.backend == KVC_BACKEND_VULKAN ? "Vulkan" : "CPU backend");
   printf("%u layers x %u q / %u kv heads x head_dim %u, f32, NeoX RoPE (FAEDKV, FOURIER: none); %u-token prefill in chunks of %u, then %u decode steps\n",
          LAYERS, Q_HEADS, KV_HEADS, HEAD_DIM, PREFILL, CHUNK, decode_steps);
+  printf("stream: random K, V, Q, but queries lean along one direction and 1 token in %d has keys far along it, so attention "
+         "peaks on those tokens as in a model\n", HEAVY_EVERY);
 
   /* The eviction policies keep 512 slots; the window policies keep a 256-token budget from the
    * prompt in storage for it and the decode steps (the prompt's storage is released); FULL
@@ -176,17 +216,26 @@ int main(int argc, char** argv) {
       /* The prompt's middle (636 tokens) becomes coefficients when it ends; decoding folds into them. */
       {"FOURIER", KVC_POLICY_FOURIER, total, &fourier, 1},
   };
-  printf("%-10s %12s %12s %18s %16s %12s\n", "policy", "slots held", "compressions", "device bytes held", "bytes per token", "max error");
+  /* FULL runs first: every other policy's decode outputs are compared with its. */
+  const size_t decode_values = (size_t)decode_steps * LAYERS * Q_ROW;
+  float* full_outputs = malloc(decode_values * sizeof(float));
+  float* outputs = malloc(decode_values * sizeof(float));
+  printf("%-10s %12s %12s %18s %16s %14s %12s\n", "policy", "slots held", "compressions", "device bytes held", "bytes per token",
+         "error vs FULL", "vs CPU ref");
   double worst = 0.0;
   for (size_t i = 0; i < sizeof(policies) / sizeof(policies[0]); ++i) {
     kvc_cache_stats stats;
-    const double error = run_policy(reference, &policies[i], decode_steps, &stats);
+    const double error = run_policy(reference, &policies[i], decode_steps, i == 0 ? full_outputs : outputs, &stats);
     worst = fmax(worst, error);
-    /* Bytes held per token streamed: what the policy costs against keeping everything. */
-    printf("%-10s %12llu %12llu %18llu %16.1f %12.2g\n", policies[i].name, (unsigned long long)stats.slots_held,
+    /* Bytes held per token streamed: what the policy costs against keeping everything; the
+     * error of its decode outputs against FULL's: what that costs the model. */
+    const double error_vs_full = i == 0 ? 0.0 : relative_error(outputs, full_outputs, decode_values);
+    printf("%-10s %12llu %12llu %18llu %16.1f %14.3g %12.2g\n", policies[i].name, (unsigned long long)stats.slots_held,
            (unsigned long long)stats.compressions, (unsigned long long)stats.device_bytes_held,
-           (double)stats.device_bytes_held / (double)(stats.tokens_seen / LAYERS), error);
+           (double)stats.device_bytes_held / (double)(stats.tokens_seen / LAYERS), error_vs_full, error);
   }
+  printf("error vs FULL: ||out - out_FULL|| / ||out_FULL|| over the decode steps' attention outputs (1: as far off as zeros)\n");
+  free(full_outputs), free(outputs);
   printf("attention on %s vs the CPU reference: max error %.3g of the output scale (%s)\n", info.device_name, worst,
          worst < 1e-4 ? "agree" : "DISAGREE");
   kvc_context_destroy(device);

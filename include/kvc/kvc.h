@@ -175,7 +175,7 @@ typedef enum kvc_rope_style {
 typedef struct kvc_cache_desc {
     uint32_t struct_size;
     uint32_t num_layers;
-    uint32_t num_q_heads;  /* a multiple of num_kv_heads (grouped-query attention) */
+    uint32_t num_q_heads;  /* a multiple of num_kv_heads (grouped-query attention), at most 65535 */
     uint32_t num_kv_heads;
     uint32_t head_dim;     /* 8..256, a multiple of 8 */
     kvc_dtype dtype;       /* storage and I/O dtype; accumulation is always f32 */
@@ -347,7 +347,9 @@ KVC_API kvc_fourier_params kvc_fourier_params_default(void);
  * capacity are left 0 for the caller to set. */
 KVC_API kvc_cache_desc kvc_cache_desc_default(void);
 
-/* Creates an empty cache and allocates storage for `capacity` slots per layer. */
+/* Creates an empty cache and allocates storage for `capacity` slots per layer. Fails with
+ * KVC_ERROR_CAPACITY, naming the limit, when one layer's K (num_kv_heads x slots x head_dim x
+ * dtype bytes) passes what one storage-buffer binding covers (maxStorageBufferRange). */
 KVC_API kvc_status kvc_cache_create(kvc_context* context, const kvc_cache_desc* desc,
                                     kvc_cache** out_cache);
 
@@ -356,7 +358,8 @@ KVC_API void kvc_cache_destroy(kvc_cache* cache);
 
 /* Appends n_tokens new tokens (a prefill chunk, or 1 for a decode step) of `layer`. Each
  * token takes the next position of this layer: 0, 1, 2, ... (KVC_POLICY_FREQKV: its slot
- * index). Fails with KVC_ERROR_CAPACITY when the layer would hold more than `capacity` slots. */
+ * index). Fails with KVC_ERROR_CAPACITY when the layer would hold more than `capacity` slots.
+ * Every check that needs no data (layer, n_tokens, capacity) runs before k and v are read. */
 KVC_API kvc_status kvc_cache_append(kvc_cache* cache, uint32_t layer, uint32_t n_tokens,
                                     kvc_dtype dtype, const void* k, const void* v);
 
@@ -365,7 +368,8 @@ KVC_API kvc_status kvc_cache_append(kvc_cache* cache, uint32_t layer, uint32_t n
  * ([n_queries][num_q_heads][head_dim]). When `scores` is not NULL it receives, per kv head
  * and slot ([num_kv_heads][slots_held]), the attention probability summed over the kv head's
  * query heads and the chunk's queries. Fails with KVC_ERROR_BAD_STATE when the last append
- * of this layer held fewer than n_queries tokens or none was made. */
+ * of this layer held fewer than n_queries tokens or none was made, and with KVC_ERROR_CAPACITY
+ * when Q's bytes pass what one binding covers; both before q is read. */
 KVC_API kvc_status kvc_attend(kvc_cache* cache, uint32_t layer, uint32_t n_queries,
                               kvc_dtype dtype, const void* q, void* out, float* scores);
 
@@ -488,12 +492,13 @@ KVC_API kvc_status kvc_buffer_write(kvc_buffer* buffer, uint64_t offset, uint64_
 KVC_API kvc_status kvc_buffer_read(kvc_buffer* buffer, uint64_t offset, uint64_t bytes, void* dst);
 
 /* kvc_cache_append with K and V in device buffers of the cache's context. Device inputs are
- * not checked for NaN or Inf (that would need a read-back): the host path checks them. */
+ * not checked for NaN or Inf (that would need a read-back): the host path checks them. The
+ * count and capacity checks come before the views' (KVC_ERROR_BUFFER_TOO_SMALL). */
 KVC_API kvc_status kvc_cache_append_device(kvc_cache* cache, uint32_t layer, uint32_t n_tokens, kvc_dtype dtype,
                                            kvc_buffer_view k, kvc_buffer_view v);
 
 /* kvc_attend with Q, the output and (optionally: a view with a NULL buffer means none) the
- * scores in device buffers of the cache's context. */
+ * scores in device buffers of the cache's context; kvc_attend's checks come before the views'. */
 KVC_API kvc_status kvc_attend_device(kvc_cache* cache, uint32_t layer, uint32_t n_queries, kvc_dtype dtype,
                                      kvc_buffer_view q, kvc_buffer_view out, kvc_buffer_view scores);
 

@@ -66,9 +66,7 @@ kvc_status kvc_buffer_create(kvc_context* context, uint64_t bytes, kvc_buffer** 
   return guarded(context, nullptr, [&] {
     kvc::require(out_buffer != nullptr, KVC_ERROR_NULL_POINTER, "kvc_buffer_create: out_buffer is NULL");
     kvc::require(bytes > 0, KVC_ERROR_INVALID_ARGUMENT, "kvc_buffer_create: bytes is 0");
-    kvc::require(bytes <= context->backend->max_buffer_bytes(), KVC_ERROR_CAPACITY,
-                 "kvc_buffer_create: " + std::to_string(bytes) + " bytes exceed what one binding covers (" +
-                     std::to_string(context->backend->max_buffer_bytes()) + ")");
+    kvc::require_within(bytes, context->backend->tensor_limit(), "", [] { return std::string("kvc_buffer_create: the buffer"); });
     adopt(context, std::make_unique<kvc::Tensor>(*context->backend, static_cast<size_t>(bytes)), out_buffer);
   });
 }
@@ -81,9 +79,10 @@ kvc_status kvc_buffer_wrap_vulkan(kvc_context* context, void* vk_buffer, uint64_
     kvc::Backend& backend = *context->backend;
     kvc::require(!backend.is_cpu() && !backend.device().owns_handles(), KVC_ERROR_UNSUPPORTED,
                  "kvc_buffer_wrap_vulkan needs a context made with kvc_context_create_from_vulkan (the buffer must live on its device)");
-    kvc::require(bytes > 0 && bytes <= backend.max_buffer_bytes() && offset <= UINT64_MAX - bytes, KVC_ERROR_INVALID_ARGUMENT,
-                 "kvc_buffer_wrap_vulkan: bytes is " + std::to_string(bytes) + "; it must be 1.." + std::to_string(backend.max_buffer_bytes()) +
-                     " (what one binding covers)");
+    const kvc::SizeLimit limit = backend.tensor_limit();
+    kvc::require(bytes > 0 && bytes <= limit.bytes && offset <= UINT64_MAX - bytes, KVC_ERROR_INVALID_ARGUMENT,
+                 "kvc_buffer_wrap_vulkan: bytes is " + std::to_string(bytes) + "; it must be 1.." + std::to_string(limit.bytes) + " (" +
+                     limit.name + ")");
     const uint32_t alignment = kvc::api::buffer_offset_alignment(backend);
     kvc::require(offset % alignment == 0, KVC_ERROR_INVALID_ARGUMENT,
                  "kvc_buffer_wrap_vulkan: offset " + std::to_string(offset) + " is not a multiple of " + std::to_string(alignment));

@@ -82,7 +82,8 @@ kvc_status kvc_cache_append_device(kvc_cache* cache, uint32_t layer, uint32_t n_
                                    kvc_buffer_view v) {
   return with_cache(cache, [&](kvc::Cache& c) {
     require_dtype(c, dtype);
-    const uint64_t bytes = uint64_t(n_tokens) * c.config().token_elements() * kvc::dtype_size(c.config().dtype);
+    c.check_append(layer, n_tokens);
+    const uint64_t bytes = kvc::size_product({n_tokens, c.config().token_elements(), kvc::dtype_size(c.config().dtype)});
     const kvc::View k_view = kvc::api::device_view(*cache->context, k, bytes, "k");
     const kvc::View v_view = kvc::api::device_view(*cache->context, v, bytes, "v");
     c.append_device(layer, n_tokens, k_view, v_view);
@@ -101,13 +102,12 @@ kvc_status kvc_attend_device(kvc_cache* cache, uint32_t layer, uint32_t n_querie
                              kvc_buffer_view out, kvc_buffer_view scores) {
   return with_cache(cache, [&](kvc::Cache& c) {
     require_dtype(c, dtype);
-    kvc::require(layer < c.config().num_layers, KVC_ERROR_OUT_OF_RANGE,
-                 [&] { return "layer " + std::to_string(layer) + " is past the cache's " + std::to_string(c.config().num_layers) + " layers"; });
-    const uint64_t bytes = uint64_t(n_queries) * c.config().query_elements() * kvc::dtype_size(c.config().dtype);
+    c.check_attend(layer, n_queries);
+    const uint64_t bytes = kvc::size_product({n_queries, c.config().query_elements(), kvc::dtype_size(c.config().dtype)});
     const kvc::View q_view = kvc::api::device_view(*cache->context, q, bytes, "q");
     const kvc::View out_view = kvc::api::device_view(*cache->context, out, bytes, "out");
     // [num_kv_heads][slots]: per kv head, every slot the layer holds now.
-    const uint64_t score_bytes = uint64_t(c.config().num_kv_heads) * c.layer(layer).slots_held * sizeof(float);
+    const uint64_t score_bytes = kvc::size_product({c.config().num_kv_heads, c.layer(layer).slots_held, sizeof(float)});
     const kvc::View scores_view = scores.buffer ? kvc::api::device_view(*cache->context, scores, score_bytes, "scores") : kvc::View{};
     c.attend_device(layer, n_queries, q_view, out_view, scores_view);
   });

@@ -56,8 +56,8 @@ vk::FftPlans& Backend::fft_plans() const {
   return *fft_plans_;
 }
 
-uint64_t Backend::max_buffer_bytes() const {
-  return device_ ? device_->properties().limits.maxStorageBufferRange : UINT64_MAX;
+SizeLimit Backend::tensor_limit() const {
+  return device_ ? SizeLimit{device_->properties().limits.maxStorageBufferRange, "the device's maxStorageBufferRange"} : kHostSizeLimit;
 }
 
 void Backend::begin() {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/size_limits.h"
 
 namespace kvc {
 
@@ -64,8 +65,9 @@ class Backend {
   vk::Device& device() const;      // Vulkan only
   vk::Recorder& recorder() const;  // Vulkan only
   vk::FftPlans& fft_plans() const; // Vulkan only
-  // The largest buffer range one shader binding may cover.
-  uint64_t max_buffer_bytes() const;
+  // The most bytes one tensor may take: a shader binds each tensor whole, so on Vulkan what one
+  // storage-buffer binding covers (maxStorageBufferRange, below 2^32); on the CPU what size_t counts.
+  SizeLimit tensor_limit() const;
 
   // One operation's work (see the top of this file).
   void begin();

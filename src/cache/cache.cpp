@@ -21,14 +21,13 @@ Cache::Cache(Backend& backend, const CacheConfig& config)
     : backend_(backend), config_(config), policy_(make_policy(config)) {
   config_.policy_params = nullptr;  // the policy copied what it needs
   const uint32_t slot_stride = policy_->slots_allocated();
-  const size_t layer_kv_bytes = size_t(config_.num_kv_heads) * slot_stride * config_.head_dim * dtype_size(config_.dtype);
-  if (!backend.is_cpu()) {
-    // Shaders index elements with 32-bit integers and bind each layer's K or V whole.
-    const uint64_t max_range = std::min<uint64_t>(backend.max_buffer_bytes(), uint64_t(1) << 32);
-    require(layer_kv_bytes <= max_range, KVC_ERROR_CAPACITY,
-            "one layer's K takes " + std::to_string(layer_kv_bytes) + " bytes; the device binds at most " +
-                std::to_string(max_range) + ": lower capacity or split the cache");
-  }
+  // Shaders bind each layer's K or V whole; every append's staged K and V is at most as large.
+  require_within(size_product({config_.num_kv_heads, slot_stride, config_.head_dim, dtype_size(config_.dtype)}), backend.tensor_limit(),
+                 "lower capacity or split the cache", [&] {
+                   return "one layer's K (" + std::to_string(config_.num_kv_heads) + " kv heads x " + std::to_string(slot_stride) +
+                          " slots x head_dim " + std::to_string(config_.head_dim) + " x " + std::to_string(dtype_size(config_.dtype)) +
+                          " bytes)";
+                 });
   layers_.resize(config_.num_layers);
   for (LayerState& layer : layers_) allocate_storage(layer, slot_stride);
   policy_->allocate_device_state(backend);
@@ -88,11 +87,20 @@ void Cache::check_attend(uint32_t layer_index, uint32_t n_queries) const {
   require(n_queries <= layer.last_append, KVC_ERROR_BAD_STATE,
           [&] { return std::to_string(n_queries) + " queries, but the last append of layer " + std::to_string(layer_index) + " held " +
               std::to_string(layer.last_append) + " tokens: queries are the newest appended tokens"; });
+  // Q and the output are bound whole; a prefill chunk of many queries may pass that limit
+  // where its K and V (fewer heads) did not.
+  require_within(size_product({n_queries, config_.num_q_heads, config_.head_dim, dtype_size(config_.dtype)}), backend_.tensor_limit(),
+                 "attend in smaller chunks", [&] {
+                   return "Q of " + std::to_string(n_queries) + " queries (x " + std::to_string(config_.num_q_heads) +
+                          " query heads x head_dim " + std::to_string(config_.head_dim) + " x " + std::to_string(dtype_size(config_.dtype)) +
+                          " bytes)";
+                 });
 }
 
 void Cache::append_host(uint32_t layer_index, uint32_t n_tokens, const void* k, const void* v) {
   check_append(layer_index, n_tokens);
   require(k != nullptr && v != nullptr, KVC_ERROR_NULL_POINTER, "kvc_cache_append: k or v is NULL");
+  // At most one layer's K, which the constructor found within the backend's tensor limit.
   const size_t elements = size_t(n_tokens) * config_.token_elements();
   require_finite(k, config_.dtype, elements, "k");
   require_finite(v, config_.dtype, elements, "v");
@@ -108,7 +116,6 @@ void Cache::append_host(uint32_t layer_index, uint32_t n_tokens, const void* k, 
 }
 
 void Cache::append_device(uint32_t layer_index, uint32_t n_tokens, View k, View v) {
-  check_append(layer_index, n_tokens);
   backend_.begin();
   record_append(layer_index, n_tokens, k, v);
   backend_.submit();
@@ -178,7 +185,6 @@ void Cache::attend_host(uint32_t layer_index, uint32_t n_queries, const void* q,
 }
 
 void Cache::attend_device(uint32_t layer_index, uint32_t n_queries, View q, View out, View scores) {
-  check_attend(layer_index, n_queries);
   backend_.begin();
   const View policy_scores = record_attention(layer_index, n_queries, q, out, scores);
   finish_attend(layer_index, n_queries, q, policy_scores);

@@ -1,6 +1,7 @@
 // A KV cache on one backend: per layer, K and V as [num_kv_heads][slot_stride][head_dim] and an
-// int32 position per slot, under a policy. Every public method validates everything first,
-// so a call that throws leaves the cache unchanged. Appends and attends take their tensors from
+// int32 position per slot, under a policy. Every public method validates everything first
+// (the device paths: their caller runs check_append or check_attend), so a call that throws
+// leaves the cache unchanged. Appends and attends take their tensors from
 // the host (staged through the backend) or from tensors already on the backend; either way
 // their work is recorded in the backend's current operation, so a step holds many of them.
 #pragma once
@@ -31,10 +32,17 @@ class Cache {
  public:
   Cache(Backend& backend, const CacheConfig& config);
 
-  // Host data in the cache dtype, laid out as kvc.h documents; checked for NaN and Inf.
+  // Throw unless `layer` can take an append of n_tokens (or an attend of n_queries) now: the
+  // checks that need no data (layer, counts, capacity, size limits), run before any input is read.
+  void check_append(uint32_t layer, uint32_t n_tokens) const;
+  void check_attend(uint32_t layer, uint32_t n_queries) const;
+
+  // Host data in the cache dtype, laid out as kvc.h documents; checked for NaN and Inf after
+  // check_append (check_attend), so a refused size never reads past what the caller holds.
   void append_host(uint32_t layer, uint32_t n_tokens, const void* k, const void* v);
   void attend_host(uint32_t layer, uint32_t n_queries, const void* q, void* out, float* scores);
-  // The same with tensors on this cache's backend (the caller checked their extent).
+  // The same with tensors on this cache's backend: the caller ran check_append (check_attend)
+  // first, and then checked the views' extent, which needs the sizes those checks bound.
   void append_device(uint32_t layer, uint32_t n_tokens, View k, View v);
   void attend_device(uint32_t layer, uint32_t n_queries, View q, View out, View scores);
   void read(uint32_t layer, uint32_t max_slots, void* k, void* v, int32_t* positions);
@@ -63,8 +71,6 @@ class Cache {
 
  private:
   void check_layer(uint32_t layer) const;
-  void check_append(uint32_t layer, uint32_t n_tokens) const;
-  void check_attend(uint32_t layer, uint32_t n_queries) const;
   void allocate_storage(LayerState& layer, uint32_t slot_stride);
   // Records the scatter of a chunk into `layer` and its bookkeeping.
   void record_append(uint32_t layer, uint32_t n_tokens, View k, View v);

@@ -5,6 +5,11 @@
 #include <string>
 
 namespace kvc {
+namespace {
+
+constexpr uint32_t kMaxQueryHeads = 65535;
+
+}  // namespace
 
 CacheConfig validate_cache_desc(const kvc_cache_desc* desc) {
   require(desc != nullptr, KVC_ERROR_NULL_POINTER, "kvc_cache_create: desc is NULL");
@@ -24,9 +29,12 @@ CacheConfig validate_cache_desc(const kvc_cache_desc* desc) {
           "num_layers is " + std::to_string(config.num_layers) + "; it must be 1..4096");
   require(config.num_kv_heads >= 1 && config.num_kv_heads <= 1024, KVC_ERROR_INVALID_ARGUMENT,
           "num_kv_heads is " + std::to_string(config.num_kv_heads) + "; it must be 1..1024");
-  require(config.num_q_heads >= 1 && config.num_q_heads % config.num_kv_heads == 0, KVC_ERROR_INVALID_ARGUMENT,
-          "num_q_heads (" + std::to_string(config.num_q_heads) + ") must be a positive multiple of num_kv_heads (" +
-              std::to_string(config.num_kv_heads) + ")");
+  // Attention gives each query head a workgroup: at most the 65535 per dimension any Vulkan
+  // device dispatches (which also keeps a token's Q, [num_q_heads][head_dim], below 2^26 bytes).
+  require(config.num_q_heads >= 1 && config.num_q_heads <= kMaxQueryHeads && config.num_q_heads % config.num_kv_heads == 0,
+          KVC_ERROR_INVALID_ARGUMENT,
+          "num_q_heads is " + std::to_string(config.num_q_heads) + "; it must be a multiple of num_kv_heads (" +
+              std::to_string(config.num_kv_heads) + ") in 1.." + std::to_string(kMaxQueryHeads));
   require(config.head_dim >= 8 && config.head_dim <= 256 && config.head_dim % 8 == 0, KVC_ERROR_INVALID_ARGUMENT,
           "head_dim is " + std::to_string(config.head_dim) + "; it must be a multiple of 8 in 8..256");
   require(desc->dtype == KVC_DTYPE_F32 || desc->dtype == KVC_DTYPE_F16, KVC_ERROR_INVALID_ARGUMENT,

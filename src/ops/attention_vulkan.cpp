@@ -80,9 +80,10 @@ void attention_vulkan(Backend& backend, const AttentionShape& shape, const Atten
     // With scores, the decode kernel also writes every (query head, slot) logit, so the scores
     // need not read K again (a second pass over K, RoPE included, cost more than the attention).
     const bool with_logits = args.scores.tensor != nullptr;
-    const uint64_t logit_bytes = uint64_t(shape.num_q_heads) * shape.num_slots * 4;
-    require(!with_logits || logit_bytes <= std::min<uint64_t>(backend.max_buffer_bytes(), uint64_t(1) << 32), KVC_ERROR_CAPACITY,
-            "decode scores need " + std::to_string(logit_bytes) + " bytes of logits (query heads x slots), more than one binding may cover");
+    if (with_logits)
+      require_within(size_product({shape.num_q_heads, shape.num_slots, sizeof(float)}), backend.tensor_limit(), "", [&] {
+        return "decode scores' logits (" + std::to_string(shape.num_q_heads) + " query heads x " + std::to_string(shape.num_slots) + " slots x 4 bytes)";
+      });
     Tensor& logits = backend.scratch(ScratchId::AttentionLogits, with_logits ? size_t(shape.num_q_heads) * shape.num_slots * 4 : 4);
     const DecodePush push{shape.num_slots, shape.slot_stride, num_splits, group, scale};
     recorder.dispatch({"attention_decode", 7, sizeof(DecodePush),

@@ -33,11 +33,11 @@ void window_scores_vulkan(Backend& backend, const WindowScoresShape& shape, cons
   const uint32_t prefix = shape.num_prefix();
   const uint32_t rows = shape.num_q_heads * shape.window;
   const bool f16 = shape.dtype == Dtype::F16;
-  const uint64_t logit_bytes = uint64_t(rows) * prefix * 4;
-  require(logit_bytes <= std::min<uint64_t>(backend.max_buffer_bytes(), uint64_t(1) << 32), KVC_ERROR_CAPACITY,
-          "window scores of " + std::to_string(shape.num_q_heads) + " heads x " + std::to_string(shape.window) + " queries x " +
-              std::to_string(prefix) + " slots take " + std::to_string(logit_bytes) +
-              " bytes, more than one binding may cover: shorten the window or the prompt");
+  const uint64_t logit_bytes = size_product({rows, prefix, sizeof(float)});
+  require_within(logit_bytes, backend.tensor_limit(), "shorten the window or the prompt", [&] {
+    return "window scores of " + std::to_string(shape.num_q_heads) + " heads x " + std::to_string(shape.window) + " queries x " +
+           std::to_string(prefix) + " slots x 4 bytes";
+  });
   const RopeBindings rope = rope_bindings(shape.rope, args.positions, args.turn_table, args.k);
   const uint32_t rope_style = rope.style, rotary_dims = rope.rotary_dims;
   const vk::BufferSlice positions = rope.positions, turns = rope.turns;

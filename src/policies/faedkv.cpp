@@ -171,6 +171,13 @@ void FaedKvPolicy::check_append(const Cache& cache, uint32_t layer, uint32_t n_t
       return std::to_string(n_tokens) + " tokens in one append after the prompt; FAEDKV takes at most recent_window = " +
              std::to_string(recent_window_) + " at a time (they replace the window's oldest)";
     });
+    // Each token's position is its index in the stream, which no capacity bounds after the
+    // prompt, and positions are int32 (as kvc_cache_read returns them).
+    const uint64_t seen = cache.layer(layer).tokens_seen;
+    require(seen + n_tokens <= uint64_t(INT32_MAX) + 1, KVC_ERROR_CAPACITY, [&] {
+      return "layer " + std::to_string(layer) + " has taken " + std::to_string(seen) + " tokens; " + std::to_string(n_tokens) +
+             " more would take positions past 2^31 - 1, the most an int32 position holds: reset the cache";
+    });
   }
 }
 

@@ -3,11 +3,14 @@
 // under the sanitizers.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
 
+#include "api/handles.h"
 #include "support/api_helpers.h"
+#include "support/engine_paths.h"
 #include "support/test_support.h"
 
 namespace kvc {
@@ -15,33 +18,28 @@ namespace {
 
 struct Fixture {
   test::ContextPtr context = test::make_context(KVC_BACKEND_CPU);
-  kvc_cache_desc desc = test::small_cache_desc(KVC_DTYPE_F32, 64);
-  test::CachePtr cache = test::make_cache(context.get(), desc);
-  uint32_t kv = desc.num_kv_heads * desc.head_dim, qd = desc.num_q_heads * desc.head_dim;
-  std::vector<float> k = test::random_floats(8 * kv), v = test::random_floats(8 * kv), q = test::random_floats(8 * qd);
-  std::vector<float> out = std::vector<float>(8 * qd);
+  kvc_cache_desc desc;
+  test::CachePtr cache;
+  uint32_t kv, qd;
+  std::vector<float> k, v, q, out;
 
-  Fixture() {
+  explicit Fixture(const kvc_cache_desc& shape = test::small_cache_desc(KVC_DTYPE_F32, 64))
+      : desc(shape),
+        cache(test::make_cache(context.get(), desc)),
+        kv(desc.num_kv_heads * desc.head_dim),
+        qd(desc.num_q_heads * desc.head_dim),
+        k(test::random_floats(8 * kv)),
+        v(test::random_floats(8 * kv)),
+        q(test::random_floats(8 * qd)),
+        out(8 * qd) {
     REQUIRE(kvc_cache_append(cache.get(), 0, 4, KVC_DTYPE_F32, k.data(), v.data()) == KVC_OK);
     REQUIRE(kvc_attend(cache.get(), 0, 4, KVC_DTYPE_F32, q.data(), out.data(), nullptr) == KVC_OK);
   }
 
-  // Runs `call`, expects `status` with a non-empty message, and the cache unchanged.
+  // Runs `call`, expects `status` with a message holding `message_part`, and the cache unchanged.
   template <typename Call>
-  void expect_refused(kvc_status status, Call&& call) {
-    const test::LayerSnapshot before0 = test::snapshot(cache.get(), 0), before1 = test::snapshot(cache.get(), 1);
-    kvc_cache_stats stats_before{sizeof(kvc_cache_stats)};
-    REQUIRE(kvc_cache_stats_get(cache.get(), &stats_before) == KVC_OK);
-    const kvc_status got = call();
-    CHECK(got == status);
-    INFO("status ", kvc_status_name(got), ": ", kvc_context_last_error(context.get()));
-    CHECK(std::strlen(kvc_context_last_error(context.get())) > 0);
-    CHECK(test::snapshot(cache.get(), 0) == before0);
-    CHECK(test::snapshot(cache.get(), 1) == before1);
-    kvc_cache_stats stats_after{sizeof(kvc_cache_stats)};
-    REQUIRE(kvc_cache_stats_get(cache.get(), &stats_after) == KVC_OK);
-    CHECK(stats_after.tokens_seen == stats_before.tokens_seen);
-    CHECK(stats_after.slots_held == stats_before.slots_held);
+  void expect_refused(kvc_status status, Call&& call, const std::string& message_part = "") {
+    test::expect_refused(context.get(), cache.get(), status, call, message_part);
   }
 };
 
@@ -85,6 +83,48 @@ TEST_CASE("layer out of range, zero sizes, capacity and short output buffers") {
   f.expect_refused(KVC_ERROR_BUFFER_TOO_SMALL, [&] { return kvc_cache_read(f.cache.get(), 0, 3, KVC_DTYPE_F32, room.data(), nullptr, nullptr); });
 }
 
+TEST_CASE("counts past the room are refused before any input is read, under every policy") {
+  for (const test::PolicyCase& c : test::policy_cases()) {
+    Fixture f(c.desc(KVC_DTYPE_F32));
+    // One token's K and V, one query and its output, on the host and in buffers: any read past
+    // them is a heap overflow the sanitizer run reports, or a crash here.
+    std::vector<float> one_k(f.kv), one_v(f.kv), one_q(f.qd), one_out(f.qd);
+    const test::BufferPtr token = test::make_buffer(f.context.get(), 2 * f.kv * sizeof(float));
+    const test::BufferPtr query = test::make_buffer(f.context.get(), 2 * f.qd * sizeof(float));
+    const kvc_buffer_view k_view{token.get(), 0}, v_view{token.get(), f.kv * sizeof(float)};
+    const kvc_buffer_view q_view{query.get(), 0}, out_view{query.get(), f.qd * sizeof(float)};
+    // 65: past every case's room (FULL's 64 slots); 2^31 and 2^32 - 1: byte counts past 2^32.
+    for (uint32_t n : {65u, 1u << 31, UINT32_MAX}) {
+      INFO(c.name, ", ", n, " tokens");
+      const std::string count = std::to_string(n);
+      f.expect_refused(KVC_ERROR_CAPACITY, [&] { return kvc_cache_append(f.cache.get(), 0, n, KVC_DTYPE_F32, one_k.data(), one_v.data()); }, count);
+      f.expect_refused(KVC_ERROR_CAPACITY, [&] { return kvc_cache_append_device(f.cache.get(), 0, n, KVC_DTYPE_F32, k_view, v_view); }, count);
+      f.expect_refused(KVC_ERROR_BAD_STATE, [&] { return kvc_attend(f.cache.get(), 0, n, KVC_DTYPE_F32, one_q.data(), one_out.data(), nullptr); },
+                       count);
+      f.expect_refused(KVC_ERROR_BAD_STATE, [&] { return kvc_attend_device(f.cache.get(), 0, n, KVC_DTYPE_F32, q_view, out_view, {}); }, count);
+    }
+  }
+}
+
+TEST_CASE("FAEDKV refuses a stream whose positions would pass 2^31 - 1") {
+  const test::PolicyCase c = test::policy_case(KVC_POLICY_FAEDKV);
+  Fixture f(c.desc(KVC_DTYPE_F32));
+  const std::vector<float> prompt_k = test::random_floats(c.prompt_tokens() * f.kv), prompt_v = test::random_floats(c.prompt_tokens() * f.kv);
+  REQUIRE(kvc_cache_reset(f.cache.get()) == KVC_OK);
+  for (uint32_t layer = 0; layer < f.desc.num_layers; ++layer)
+    REQUIRE(kvc_cache_append(f.cache.get(), layer, c.prompt_tokens(), KVC_DTYPE_F32, prompt_k.data(), prompt_v.data()) == KVC_OK);
+  REQUIRE(kvc_cache_end_prefill(f.cache.get()) == KVC_OK);
+  // Streaming 2^31 tokens takes hours: the count moves there instead.
+  f.cache->cache->layer(0).tokens_seen = INT32_MAX;
+  f.expect_refused(KVC_ERROR_CAPACITY, [&] { return kvc_cache_append(f.cache.get(), 0, 2, KVC_DTYPE_F32, f.k.data(), f.v.data()); }, "2^31 - 1");
+  CHECK(kvc_cache_append(f.cache.get(), 0, 1, KVC_DTYPE_F32, f.k.data(), f.v.data()) == KVC_OK);
+  std::vector<int32_t> positions(f.desc.num_kv_heads * 64);
+  uint32_t slots = 0;
+  REQUIRE(kvc_cache_layer_slots(f.cache.get(), 0, &slots) == KVC_OK);
+  REQUIRE(kvc_cache_read(f.cache.get(), 0, 64, KVC_DTYPE_F32, nullptr, nullptr, positions.data()) == KVC_OK);
+  CHECK(*std::max_element(positions.begin(), positions.begin() + slots) == INT32_MAX);
+}
+
 TEST_CASE("NaN or Inf input is refused") {
   Fixture f;
   std::vector<float> bad_k = f.k;
@@ -118,6 +158,9 @@ TEST_CASE("bad cache descriptors are refused with a message naming the field") {
       {"struct_size", [](kvc_cache_desc& d) { d.struct_size = 8; }},
       {"num_layers", [](kvc_cache_desc& d) { d.num_layers = 0; }},
       {"num_q_heads", [](kvc_cache_desc& d) { d.num_q_heads = 7; }},
+      // One more than a dispatch gives query heads; and 2^32 - 2: a prefill's Q bytes past 2^64.
+      {"num_q_heads", [](kvc_cache_desc& d) { d.num_q_heads = 65536; }},
+      {"num_q_heads", [](kvc_cache_desc& d) { d.num_q_heads = UINT32_MAX - 1; d.capacity = 1u << 28; }},
       {"num_kv_heads", [](kvc_cache_desc& d) { d.num_kv_heads = 0; }},
       {"head_dim", [](kvc_cache_desc& d) { d.head_dim = 100; }},
       {"dtype", [](kvc_cache_desc& d) { d.dtype = static_cast<kvc_dtype>(3); }},

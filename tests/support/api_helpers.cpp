@@ -61,6 +61,26 @@ LayerSnapshot snapshot(kvc_cache* cache, uint32_t layer) {
   return shot;
 }
 
+void expect_refused(kvc_context* context, kvc_cache* cache, kvc_status status, const std::function<kvc_status()>& call,
+                    const std::string& message_part) {
+  std::vector<LayerSnapshot> before;
+  uint32_t slots = 0;
+  for (uint32_t layer = 0; kvc_cache_layer_slots(cache, layer, &slots) == KVC_OK; ++layer) before.push_back(snapshot(cache, layer));
+  kvc_cache_stats stats_before{sizeof(kvc_cache_stats)};
+  REQUIRE(kvc_cache_stats_get(cache, &stats_before) == KVC_OK);
+  const kvc_status got = call();
+  const std::string message = kvc_context_last_error(context);
+  INFO("status ", kvc_status_name(got), ": ", message);
+  CHECK(got == status);
+  CHECK(!message.empty());
+  CHECK(message.find(message_part) != std::string::npos);
+  for (uint32_t layer = 0; layer < before.size(); ++layer) CHECK(snapshot(cache, layer) == before[layer]);
+  kvc_cache_stats stats_after{sizeof(kvc_cache_stats)};
+  REQUIRE(kvc_cache_stats_get(cache, &stats_after) == KVC_OK);
+  CHECK(stats_after.tokens_seen == stats_before.tokens_seen);
+  CHECK(stats_after.slots_held == stats_before.slots_held);
+}
+
 void check_same_chunk(kvc_cache* gpu, kvc_cache* cpu, const kvc_cache_desc& desc, uint32_t layer, uint32_t n,
                       const BackendTolerances& tolerances) {
   const Dtype storage = static_cast<Dtype>(desc.dtype);

@@ -1,7 +1,9 @@
 // Helpers for tests that drive libkvc through its C API.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kvc/kvc.h"
@@ -42,6 +44,11 @@ struct LayerSnapshot {
   }
 };
 LayerSnapshot snapshot(kvc_cache* cache, uint32_t layer);
+
+// Runs `call` and expects `status`, a last-error message on `context` that contains
+// `message_part`, and every layer of `cache` as it was (slots, K, V, positions, tokens seen).
+void expect_refused(kvc_context* context, kvc_cache* cache, kvc_status status, const std::function<kvc_status()>& call,
+                    const std::string& message_part = "");
 
 // Tolerances of a comparison of two backends, relative to the compared values' scale.
 struct BackendTolerances {
