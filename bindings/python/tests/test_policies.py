@@ -169,3 +169,27 @@ def test_freqkv_recent_tokens_stay_whole(context, rng):
             # f32 storage and f32 sums on the device: ~1e-6 of the scale; 1e-5 leaves room, and a
             # wrong middle (recent tokens transformed, or a shifted range) is off by O(1).
             np.testing.assert_allclose(got[head, sinks:sinks + retained], expected, rtol=0, atol=1e-5 * np.abs(expected).max())
+
+
+def test_faedkv_ablate_prunes_one_chunk_and_its_mirrors(context, rng):
+    """Cache.faedkv_ablate (kvc_faedkv_ablate, FAEDKV's eq. 6) against NumPy's FFT: the middle
+    rebuilt without the chunk's bins and their mirrors; sinks and window returned unchanged."""
+    tokens, heads, dim = 97, 2, 8
+    params = kvc.FaedKVParams(sinks=3, recent_window=5, chunks=7)
+    with kvc.Cache(context, layers=1, q_heads=heads, kv_heads=heads, head_dim=dim, capacity=128) as cache:
+        k = rng.standard_normal((tokens, heads, dim), dtype=np.float32)
+        v = rng.standard_normal((tokens, heads, dim), dtype=np.float32)
+        cache.append(0, k, v)
+        for pruned in (0, 2, 6):
+            ablated = cache.faedkv_ablate(0, pruned, params)
+            middle = tokens - 8
+            folded = {min(b, middle - b) for b in range(pruned * middle // 7, (pruned + 1) * middle // 7)}
+            zeroed = np.array([min(b, middle - b) in folded for b in range(middle)])
+            for given, got in zip((k, v), ablated):
+                rows = given.transpose(1, 0, 2)  # [heads, tokens, dim], as read() returns
+                spectrum = np.fft.fft(rows[:, 3:3 + middle].astype(np.float64), axis=1)
+                spectrum[:, zeroed] = 0
+                expected = np.fft.ifft(spectrum, axis=1).real
+                np.testing.assert_allclose(got[:, 3:3 + middle], expected, atol=1e-5)
+                np.testing.assert_array_equal(got[:, :3], rows[:, :3])
+                np.testing.assert_array_equal(got[:, 3 + middle:], rows[:, 3 + middle:])

@@ -642,6 +642,20 @@ class Cache(_Owned):
                            _pointer(positions))
         return k, v, positions
 
+    def faedkv_ablate(self, layer: int, pruned_chunk: int, params: Optional["FaedKVParams"] = None
+                      ) -> Tuple[np.ndarray, np.ndarray]:
+        """kvc_faedkv_ablate: `layer`'s keys and values ([kv_heads, slots, head_dim], as read())
+        with the middle segment rebuilt without chunk `pruned_chunk` of FAEDKV's spectrum (eq. 6),
+        for the ablation that gives chunk_importance (eq. 7). params: FAEDKV's sinks, window
+        and chunks (None: the defaults)."""
+        slots = self.layer_slots(layer)
+        k = np.empty((self.kv_heads, slots, self.head_dim), self.dtype.numpy)
+        v = np.empty_like(k)
+        struct, _tables = params._to_c() if params is not None else (None, [])  # the tables live until the call returns
+        self.context._call("kvc_faedkv_ablate", self.handle, layer, None if struct is None else ctypes.byref(struct),
+                           pruned_chunk, slots, self.dtype, _pointer(k), _pointer(v))
+        return k, v
+
     @property
     def stats(self) -> CacheStats:
         """kvc_cache_stats_get."""

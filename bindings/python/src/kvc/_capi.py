@@ -104,6 +104,8 @@ _SIGNATURES = {
     "kvc_cache_layer_slots": (status_t, [c_void_p, c_uint32, POINTER(c_uint32)]),
     "kvc_cache_read": (status_t, [c_void_p, c_uint32, c_uint32, c_int, c_void_p, c_void_p, c_void_p]),
     "kvc_cache_stats_get": (status_t, [c_void_p, POINTER(cache_stats)]),
+    "kvc_faedkv_ablate": (status_t, [c_void_p, c_uint32, POINTER(faedkv_params), c_uint32, c_uint32, c_int, c_void_p,
+                                     c_void_p]),
     "kvc_window_policy_params_default": (window_policy_params, []),
     "kvc_cache_end_prefill": (status_t, [c_void_p]),
     "kvc_cache_reset": (status_t, [c_void_p]),
