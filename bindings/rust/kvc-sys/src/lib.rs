@@ -233,6 +233,8 @@ extern "C" {
     pub fn kvc_cache_read(cache: *mut kvc_cache, layer: u32, max_slots: u32, dtype: kvc_dtype, k: *mut c_void,
                           v: *mut c_void, positions: *mut i32) -> kvc_status;
     pub fn kvc_cache_stats_get(cache: *const kvc_cache, stats: *mut kvc_cache_stats) -> kvc_status;
+    pub fn kvc_faedkv_ablate(cache: *mut kvc_cache, layer: u32, params: *const kvc_faedkv_params, pruned_chunk: u32,
+                             max_slots: u32, dtype: kvc_dtype, k: *mut c_void, v: *mut c_void) -> kvc_status;
 
     pub fn kvc_window_policy_params_default() -> kvc_window_policy_params;
     pub fn kvc_cache_end_prefill(cache: *mut kvc_cache) -> kvc_status;

@@ -348,8 +348,9 @@ impl PolicyParams for FreqKvParams {
     }
 }
 
-impl PolicyParams for FaedKvParams {
-    fn raw(&self) -> RawParams {
+impl FaedKvParams {
+    /// The C struct; its tables point into `self`, which must outlive the call that reads them.
+    fn to_raw(&self) -> sys::kvc_faedkv_params {
         let mut raw = unsafe { sys::kvc_faedkv_params_default() };
         raw.sinks = self.sinks;
         raw.recent_window = self.recent_window;
@@ -357,7 +358,13 @@ impl PolicyParams for FaedKvParams {
         raw.retain_ratio = self.retain_ratio;
         raw.chunk_importance = self.chunk_importance.as_ref().map_or(ptr::null(), |t| t.as_ptr());
         raw.chunk_keep = self.chunk_keep.as_ref().map_or(ptr::null(), |t| t.as_ptr());
-        RawParams::FaedKv(raw)
+        raw
+    }
+}
+
+impl PolicyParams for FaedKvParams {
+    fn raw(&self) -> RawParams {
+        RawParams::FaedKv(self.to_raw())
     }
 }
 
@@ -824,6 +831,22 @@ impl<'c> Cache<'c> {
                                 contents.v.as_mut_ptr().cast(), contents.positions.as_mut_ptr())
         })?;
         Ok(contents)
+    }
+
+    /// `kvc_faedkv_ablate` (FAEDKV's eq. 6, for the ablation of eq. 7): `layer`'s k and v as
+    /// [`Cache::read`] lays them out, with the middle segment rebuilt without chunk `pruned_chunk`
+    /// of `params.chunks` (and its mirror bins). The cache must hold the layer's tokens whole.
+    pub fn faedkv_ablate<T: Element>(&mut self, layer: u32, pruned_chunk: u32, params: &FaedKvParams)
+        -> Result<(Vec<T>, Vec<T>)> {
+        let slots = self.layer_slots(layer)?;
+        let count = (self.desc.kv_heads * slots * self.desc.head_dim) as usize;
+        let (mut k, mut v) = (vec![T::default(); count], vec![T::default(); count]);
+        let raw = params.to_raw();
+        self.context.check(unsafe {
+            sys::kvc_faedkv_ablate(self.raw.as_ptr(), layer, &raw, pruned_chunk, slots, raw_dtype(T::DTYPE),
+                                   k.as_mut_ptr().cast(), v.as_mut_ptr().cast())
+        })?;
+        Ok((k, v))
     }
 
     /// `kvc_cache_stats_get`.

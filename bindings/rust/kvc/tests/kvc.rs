@@ -387,3 +387,51 @@ fn freqkv_keeps_its_recent_tokens_whole() {
         }
     }
 }
+
+#[test]
+fn faedkv_ablate_rebuilds_the_middle_without_one_chunk() {
+    // FAEDKV's eq. 6 against a direct DFT in f64: the middle's spectrum without the chunk's bins
+    // and their mirrors, inverted; the sinks and the window come back unchanged.
+    let mut random = Random::seeded("faedkv_ablate_rebuilds_the_middle_without_one_chunk");
+    let (tokens, heads, head_dim) = (41u32, 2usize, 8usize);
+    let params = FaedKvParams { sinks: 3, recent_window: 5, chunks: 4, ..Default::default() };
+    let (k, v) = (random.vec(tokens as usize * heads * head_dim), random.vec(tokens as usize * heads * head_dim));
+    let middle = (tokens - 8) as usize;
+    for ctx in contexts() {
+        let mut cache = ctx.cache(&CacheDesc { layers: 1, q_heads: 2, kv_heads: 2, head_dim: head_dim as u32,
+                                               capacity: 64, ..Default::default() }).unwrap();
+        cache.append(0, &k, &v).unwrap();
+        for pruned in [0usize, 1, 3] {
+            let (ablated_k, ablated_v) = cache.faedkv_ablate::<f32>(0, pruned as u32, &params).unwrap();
+            let folded: Vec<usize> = (pruned * middle / 4..(pruned + 1) * middle / 4).map(|b| b.min(middle - b)).collect();
+            let kept = |bin: usize| !folded.contains(&bin.min(middle - bin));
+            for (ablated, appended) in [(&ablated_k, &k), (&ablated_v, &v)] {
+                for head in 0..heads {
+                    let token = |t: usize, d: usize| appended[(t * heads + head) * head_dim + d] as f64;
+                    let slot = |s: usize, d: usize| ablated[(head * tokens as usize + s) * head_dim + d] as f64;
+                    for d in 0..head_dim {
+                        for t in (0..3).chain(tokens as usize - 5..tokens as usize) {
+                            assert_eq!(slot(t, d), token(t, d));
+                        }
+                        for n in 0..middle {
+                            // x[n] = (1/M) sum over kept bins of X[b] e^{2 pi i b n / M}, X[b] = sum_m x[m] e^{-2 pi i b m / M}
+                            let mut expected = 0.0;
+                            for b in (0..middle).filter(|&b| kept(b)) {
+                                let (mut re, mut im) = (0.0, 0.0);
+                                for m in 0..middle {
+                                    let angle = -2.0 * std::f64::consts::PI * (b * m) as f64 / middle as f64;
+                                    re += token(3 + m, d) * angle.cos();
+                                    im += token(3 + m, d) * angle.sin();
+                                }
+                                let angle = 2.0 * std::f64::consts::PI * (b * n) as f64 / middle as f64;
+                                expected += re * angle.cos() - im * angle.sin();
+                            }
+                            expected /= middle as f64;
+                            assert!((slot(3 + n, d) - expected).abs() < 1e-4, "chunk {pruned} head {head} n {n} d {d}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
