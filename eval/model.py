@@ -48,9 +48,10 @@ def rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor
     """NeoX-style rotation of [n, heads, head_dim] by the positions [n]: pairs (i, i + d/2), as
     Llama and kvc.RopeStyle.NEOX."""
     half = x.shape[-1] // 2
-    frequencies = theta ** (-torch.arange(half, device=x.device, dtype=torch.float32) / half)
-    angles = positions.to(torch.float32)[:, None] * frequencies[None, :]
-    cos, sin = angles.cos()[:, None, :], angles.sin()[:, None, :]
+    # Angles in float64: at position 16K a float32 angle is off by about 1e-3 rad, and libkvc's are exact.
+    frequencies = theta ** (-torch.arange(half, device=x.device, dtype=torch.float64) / half)
+    angles = positions.to(torch.float64)[:, None] * frequencies[None, :]
+    cos, sin = angles.cos().float()[:, None, :], angles.sin().float()[:, None, :]
     x1, x2 = x[..., :half].float(), x[..., half:].float()
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
 

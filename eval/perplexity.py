@@ -9,17 +9,19 @@ The protocol, for a document of L tokens and P predicted ones (default 256): the
 tokens are the prompt, fed to libkvc in chunks (each chunk attends causally over what the cache
 holds, as an engine's chunked prefill does); the prompt ends (kvc_cache_end_prefill); the last P
 tokens are decoded one at a time, each attending over the compressed cache. Perplexity is over
-those P tokens. At every decode step each layer's attention output is also compared with exact
+those P tokens (the first predicted by the prompt's last logits, the others by P - 1 decode
+steps). At every decode step each layer's attention output is also compared with exact
 attention over every token seen (the same layer inputs, positions as the model gives them): the
-relative error per layer is ||out - exact|| / ||exact|| over the P steps. The bytes are libkvc's
+relative error per layer is ||out - exact|| / ||exact|| over the P - 1 steps. The bytes are libkvc's
 device_bytes_held at the end. Caches store float32 (the policies are compared, not the dtype).
 
 Positions: libkvc applies RoPE (keys stored before RoPE, each slot rotated by the position the
 policy gives it: eviction policies and FreqKV re-number kept tokens, as their papers do) for every
 policy that accepts it; FAEDKV and FOURIER transform keys as the model stores them, rotated.
 
-Also runs FAEDKV's chunk ablation (eq. 7) on one document (--ablation) and writes the importance
-table it gives; FAEDKV then runs with both its default chunks and the ablation's choice.
+Also runs FAEDKV's chunk ablation (eq. 7) on the validation text, which is never scored
+(--ablation), and writes the importance table it gives; FAEDKV then runs with both its default
+chunks and the ablation's choice.
 Writes JSON (--json) that eval/report.py turns into docs/fidelity.md and its plots.
 """
 from __future__ import annotations
@@ -158,8 +160,11 @@ class PolicyRun:
         with torch.no_grad():
             while start < prompt:
                 end = min(start + s.chunk, prompt)
-                if s.fits_room:
-                    end = min(end, start + s.capacity - self.cache.layer_slots(0))
+                if s.fits_room:  # every layer holds the same count: layer 0's room is each layer's
+                    room = s.capacity - self.cache.layer_slots(0)
+                    if room <= 0:
+                        raise RuntimeError(f"{s.label}: the window is full after an attend (it compresses then)")
+                    end = min(end, start + room)
                 logits = self.model.step(tokens[start:end], start, self.attend)
                 start = end
             nll = [F.cross_entropy(logits[-1:].float(), tokens[prompt:prompt + 1]).item()]
@@ -235,7 +240,10 @@ def main() -> None:
               "date": time.strftime("%Y-%m-%d"), "rows": []}
     importance = None
     if args.ablation:
-        name, ids = documents(heldout, args.lengths[0], 1)[0]
+        # The validation text (the training's stopping rule saw its loss, never its continuations
+        # scored here): the chunks are not chosen on a document they are then scored on.
+        name = "validation@0"
+        ids = np.fromfile(args.data / "validation.u16", dtype=np.uint16)[:args.lengths[0]].astype(np.int64).tolist()
         started = time.perf_counter()
         report["ablation"] = dict(document=name, **faedkv_ablation(
             model, context, torch.tensor(ids, device=device), args.predict, FAEDKV_CHUNKS))
@@ -250,14 +258,15 @@ def main() -> None:
             for policy in args.policies:
                 for budget in ([None] if policy == "FULL" else args.budgets):
                     for setting in settings(policy, budget or length, length, args.predict, importance):
-                        started = time.perf_counter()
-                        run = PolicyRun(model, context, setting)
+                        started, run = time.perf_counter(), None
                         try:
+                            run = PolicyRun(model, context, setting)
                             row = run.run(tokens, args.predict)
                         except Exception as error:  # a setting that fails is reported; the others run
                             row = {"error": f"{type(error).__name__}: {error}"}
                         finally:
-                            run.close()
+                            if run is not None:
+                                run.close()
                         row.update(length=length, document=name, policy=setting.label, budget=setting.budget,
                                    seconds=round(time.perf_counter() - started, 2),
                                    rope="libkvc" if setting.libkvc_rope else "model")

@@ -97,6 +97,8 @@ def main() -> None:
                      "validation_loss": round(checked, 4)}
             log.append(entry)
             print(json.dumps(entry), flush=True)
+    if best[2] is None:
+        raise SystemExit(f"training stopped after {step} steps, before the first validation check (step 100)")
     model.load_state_dict(best[2])
     model.eval()
     summary = {"parameters": parameters, "steps": step, "kept_step": best[1], "validation_loss": round(best[0], 4),

@@ -85,8 +85,13 @@ typedef struct demo_policy {
 /* Streams the same tokens through `policy` on the device and on the CPU reference; keeps the
  * device's attention outputs of the decode steps in `decode_outputs` ([step][layer][Q_ROW]);
  * returns the largest attention-output difference relative to the output scale. */
-static double run_policy(kvc_context* reference, const demo_policy* p, uint32_t decode_steps, float* decode_outputs,
-                         kvc_cache_stats* stats) {
+/* FAEDKV and FOURIER transform keys as the model stores them, after its RoPE: libkvc applies none. */
+static kvc_rope_style rope_of(kvc_policy policy) {
+  return policy == KVC_POLICY_FAEDKV || policy == KVC_POLICY_FOURIER ? KVC_ROPE_NONE : KVC_ROPE_NEOX;
+}
+
+static double run_policy(kvc_context* reference, const demo_policy* p, kvc_rope_style rope, uint32_t decode_steps,
+                         float* decode_outputs, kvc_cache_stats* stats) {
   kvc_cache_desc desc = kvc_cache_desc_default();
   desc.num_layers = LAYERS;
   desc.num_q_heads = Q_HEADS;
@@ -96,8 +101,7 @@ static double run_policy(kvc_context* reference, const demo_policy* p, uint32_t 
   desc.capacity = p->capacity;
   desc.policy = p->policy;
   desc.policy_params = p->params;
-  /* FAEDKV and FOURIER transform keys as the model stores them, after its RoPE: libkvc applies none. */
-  desc.rope_style = p->policy == KVC_POLICY_FAEDKV || p->policy == KVC_POLICY_FOURIER ? KVC_ROPE_NONE : KVC_ROPE_NEOX;
+  desc.rope_style = rope;
   kvc_cache *cache = NULL, *reference_cache = NULL;
   CHECK_OK(kvc_cache_create(device, &desc, &cache));
   CHECK_OK(kvc_cache_create(reference, &desc, &reference_cache));
@@ -168,7 +172,12 @@ static double run_policy(kvc_context* reference, const demo_policy* p, uint32_t 
 }
 
 int main(int argc, char** argv) {
-  const uint32_t decode_steps = argc > 1 ? (uint32_t)atoi(argv[1]) : 300;
+  const long steps_asked = argc > 1 ? strtol(argv[1], NULL, 10) : 300;
+  if (steps_asked < 1 || steps_asked > 100000) {
+    fprintf(stderr, "usage: kvc-demo [decode steps, 1..100000; default 300]\n");
+    return 2;
+  }
+  const uint32_t decode_steps = (uint32_t)steps_asked;
   kvc_context_desc context_desc = kvc_context_desc_default();
   kvc_context* reference = NULL;
   if (kvc_context_create(&context_desc, &device) != KVC_OK) {
@@ -216,26 +225,32 @@ int main(int argc, char** argv) {
       /* The prompt's middle (636 tokens) becomes coefficients when it ends; decoding folds into them. */
       {"FOURIER", KVC_POLICY_FOURIER, total, &fourier, 1},
   };
-  /* FULL runs first: every other policy's decode outputs are compared with its. */
+  /* FULL runs first: every other policy's decode outputs are compared with its, under the same
+   * RoPE (FULL without RoPE too, for FAEDKV and FOURIER), so the error is the policy's alone. */
   const size_t decode_values = (size_t)decode_steps * LAYERS * Q_ROW;
   float* full_outputs = malloc(decode_values * sizeof(float));
+  float* full_unrotated = malloc(decode_values * sizeof(float));
   float* outputs = malloc(decode_values * sizeof(float));
+  kvc_cache_stats unrotated_stats;
+  const double unrotated_error = run_policy(reference, &policies[0], KVC_ROPE_NONE, decode_steps, full_unrotated, &unrotated_stats);
   printf("%-10s %12s %12s %18s %16s %14s %12s\n", "policy", "slots held", "compressions", "device bytes held", "bytes per token",
          "error vs FULL", "vs CPU ref");
-  double worst = 0.0;
+  double worst = unrotated_error;
   for (size_t i = 0; i < sizeof(policies) / sizeof(policies[0]); ++i) {
     kvc_cache_stats stats;
-    const double error = run_policy(reference, &policies[i], decode_steps, i == 0 ? full_outputs : outputs, &stats);
+    const kvc_rope_style rope = rope_of(policies[i].policy);
+    const double error = run_policy(reference, &policies[i], rope, decode_steps, i == 0 ? full_outputs : outputs, &stats);
     worst = fmax(worst, error);
     /* Bytes held per token streamed: what the policy costs against keeping everything; the
      * error of its decode outputs against FULL's: what that costs the model. */
-    const double error_vs_full = i == 0 ? 0.0 : relative_error(outputs, full_outputs, decode_values);
+    const float* full = rope == KVC_ROPE_NONE ? full_unrotated : full_outputs;
+    const double error_vs_full = i == 0 ? 0.0 : relative_error(outputs, full, decode_values);
     printf("%-10s %12llu %12llu %18llu %16.1f %14.3g %12.2g\n", policies[i].name, (unsigned long long)stats.slots_held,
            (unsigned long long)stats.compressions, (unsigned long long)stats.device_bytes_held,
            (double)stats.device_bytes_held / (double)(stats.tokens_seen / LAYERS), error_vs_full, error);
   }
   printf("error vs FULL: ||out - out_FULL|| / ||out_FULL|| over the decode steps' attention outputs (1: as far off as zeros)\n");
-  free(full_outputs), free(outputs);
+  free(full_outputs), free(full_unrotated), free(outputs);
   printf("attention on %s vs the CPU reference: max error %.3g of the output scale (%s)\n", info.device_name, worst,
          worst < 1e-4 ? "agree" : "DISAGREE");
   kvc_context_destroy(device);

@@ -1,5 +1,6 @@
 #include "backend/backend.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "vulkan/buffer.h"
@@ -167,8 +168,13 @@ void Backend::collect_released() {
 
 Tensor& Backend::scratch(ScratchId id, size_t bytes) {
   std::unique_ptr<Tensor>& slot = scratch_[static_cast<size_t>(id)];
-  // An outgrown tensor's buffer outlives it while recorded commands use it (release()).
-  if (!slot || slot->bytes() < bytes) slot = std::make_unique<Tensor>(*this, bytes + bytes / 2);
+  // An outgrown tensor's buffer outlives it while recorded commands use it (release()). It grows
+  // by half again to spare regrowth, but never past what one binding may cover: ops bind the
+  // whole scratch tensor, and a request within tensor_limit() must stay bindable.
+  if (!slot || slot->bytes() < bytes) {
+    const uint64_t grown = std::min<uint64_t>(uint64_t(bytes) + bytes / 2, tensor_limit().bytes);
+    slot = std::make_unique<Tensor>(*this, size_t(std::max<uint64_t>(grown, bytes)));
+  }
   return *slot;
 }
 

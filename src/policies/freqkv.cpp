@@ -28,7 +28,7 @@ kvc_freqkv_params freqkv_params(const CacheConfig& config) {
     const auto* given = static_cast<const kvc_freqkv_params*>(config.policy_params);
     // The first struct ended before recent_tokens: such a caller gets the paper's 0.
     const size_t first_version_size = offsetof(kvc_freqkv_params, recent_tokens);
-    require(given->struct_size >= first_version_size, KVC_ERROR_INVALID_ARGUMENT,
+    require(given->struct_size == first_version_size || given->struct_size >= sizeof(kvc_freqkv_params), KVC_ERROR_INVALID_ARGUMENT,
             "kvc_freqkv_params.struct_size is " + std::to_string(given->struct_size) + "; set it to sizeof(kvc_freqkv_params)");
     std::memcpy(&params, given, std::min<size_t>(given->struct_size, sizeof(params)));
   }

@@ -50,6 +50,8 @@ TEST_CASE("FREQKV refuses bad parameters at cache creation, naming the field") {
       {64, 4, UINT32_MAX, 0.5f, size, "recent_tokens"},  // sinks + recent past 2^32
       {20, 4, 14, 0.4f, size, "too few to compress"},    // floor(0.4 * 2) = 0
       {64, 4, 0, 0.5f, 4, "struct_size"},       {64, 4, 0, 0.5f, first_version - 1, "struct_size"},
+      {64, 4, 0, 0.5f, first_version + 1, "struct_size"},  // part of recent_tokens
+      {64, 4, 0, 0.5f, size - 1, "struct_size"},
   };
   for (const BadCase& bad : cases) {
     const kvc_freqkv_params params{bad.struct_size, bad.sink_tokens, bad.retain_ratio, bad.recent_tokens};
