@@ -46,7 +46,8 @@ def tables(report: dict) -> str:
             held = sum(r["bytes_held"] for r in rows) / len(rows)
             errors = [sum(r["layer_error"][i] for r in rows) / len(rows) for i in range(len(rows[0]["layer_error"]))]
             ratio = f"{ppl / full_ppl:.3f}x" if full_ppl else "-"
-            lines.append(f"| {key[1]} | {key[2] or '-'} | {ppl:.3f} | {ratio} | {held / 1e6:.2f} MB | "
+            backend = " (CPU backend)" if all(r.get("device") == "CPU" for r in rows) else ""
+            lines.append(f"| {key[1]}{backend} | {key[2] or '-'} | {ppl:.3f} | {ratio} | {held / 1e6:.2f} MB | "
                          f"{held / length:.0f} | {' '.join(f'{e:.3f}' for e in errors)} |")
         lines.append("")
     return "\n".join(lines)
