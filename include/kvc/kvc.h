@@ -13,7 +13,17 @@
  *    in the cache's dtype (f32 as float, f16 as IEEE binary16 in uint16_t), either host arrays
  *    (the convenient path: libkvc stages them) or places in a kvc_buffer on the device (the
  *    engine path: no host round trip; see "device buffers" and "steps" below).
- *  - A context and its caches, buffers and steps may be used from one thread at a time.
+ *  - Threads: contexts may be created and destroyed on any thread, and calls on different
+ *    contexts (their caches, buffers and steps) may run on different threads at the same time:
+ *    contexts share no state. A context and everything made from it must be used by one
+ *    thread at a time: libkvc takes no lock on a context, and its caches share the context's
+ *    command buffer, staging memory and last-error message, so even two caches of one context
+ *    must not be called at once. To move a context between threads, order the calls with the
+ *    application's own synchronization (a mutex, a join). kvc_last_create_error is per thread;
+ *    kvc_status_name, the version queries and the *_default functions may be called from any
+ *    thread at any time. kvc_context_create_from_vulkan with its own get_instance_proc_addr
+ *    points the process-wide Vulkan entry points libkvc calls through at that loader: make
+ *    such a context before other threads use Vulkan contexts.
  */
 #ifndef KVC_KVC_H
 #define KVC_KVC_H

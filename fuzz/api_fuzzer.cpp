@@ -1,0 +1,36 @@
+// libFuzzer entry point: every input runs a sequence of C API calls (call_sequence.h) on a
+// fresh context of the backend KVC_FUZZ_BACKEND names: cpu (the default), vulkan or auto.
+#include <fuzzer/FuzzedDataProvider.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "call_sequence.h"
+#include "check.h"
+
+namespace {
+
+kvc_backend fuzzed_backend() {
+  const char* name = std::getenv("KVC_FUZZ_BACKEND");
+  if (!name || std::strcmp(name, "cpu") == 0) return KVC_BACKEND_CPU;
+  if (std::strcmp(name, "vulkan") == 0) return KVC_BACKEND_VULKAN;
+  if (std::strcmp(name, "auto") == 0) return KVC_BACKEND_AUTO;
+  kvc::fuzz::report_finding("KVC_FUZZ_BACKEND", "is none of cpu, vulkan, auto");
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* bytes, size_t size) {
+  static const kvc_backend backend = fuzzed_backend();
+  kvc_context_desc desc = kvc_context_desc_default();
+  desc.backend = backend;
+  kvc_context* context = nullptr;
+  if (kvc_context_create(&desc, &context) != KVC_OK) kvc::fuzz::report_finding("kvc_context_create", kvc_last_create_error());
+  {
+    FuzzedDataProvider data(bytes, size);
+    kvc::fuzz::CallSequence calls(context);
+    calls.run(data);
+  }
+  kvc_context_destroy(context);
+  return 0;
+}
