@@ -2,6 +2,7 @@
 // backend or a Vulkan device, checking that device bytes and host memory stay flat after a
 // warm-up, every output is finite, positions are what kvc.h documents and tokens_seen counts.
 // One line per policy, dtype and path; exits 1 on any violation. docs/reliability.md, "Soak".
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -31,14 +32,13 @@ bool select_cases(const SoakOptions& options, std::vector<SoakCase>& selected) {
     return true;
   }
   for (const std::string& name : options.policies) {
-    bool found = false;
-    for (const SoakCase& c : all)
-      if (c.name == name) selected.push_back(c), found = true;
-    if (!found) {
+    const auto named = std::find_if(all.begin(), all.end(), [&](const SoakCase& c) { return c.name == name; });
+    if (named == all.end()) {
       std::fprintf(stderr, "kvc-soak: unknown policy '%s' (the bounded ones: STREAMING,H2O,TOVA,TREEKV,FREQKV,FAEDKV,FOURIER)\n",
                    name.c_str());
       return false;
     }
+    selected.push_back(*named);
   }
   return true;
 }

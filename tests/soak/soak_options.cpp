@@ -72,7 +72,11 @@ bool parse_one(const std::string& flag, const char* value, SoakOptions& options)
   if (flag == "--dtypes") return parse_dtypes(value, options.dtypes);
   if (flag == "--paths") return parse_paths(value, options.paths);
   if (flag == "--seed") return parse_count(value, options.seed);
-  if (flag == "--rss-slack-mib") return parse_count(value, count) && (options.rss_slack_bytes = count << 20, true);
+  if (flag == "--rss-slack-mib") {
+    if (!parse_count(value, count)) return false;
+    options.rss_slack_bytes = count << 20;
+    return true;
+  }
   if (flag == "--check-interval") return parse_count(value, options.check_interval) && options.check_interval > 0;
   if (flag == "--plant-leak") return parse_count(value, options.planted_leak_bytes);
   return false;
