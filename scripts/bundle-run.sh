@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# libkvc's portable bundle: run.sh tests | demo [tokens] | bench [kvc-bench args] | peer [args]
+# libkvc's portable bundle: run.sh tests | demo [tokens] | bench [kvc-bench args] | soak [kvc-soak args] | peer [args]
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 
@@ -23,6 +23,7 @@ case "$what" in
   tests) "$here/kvc_tests_cpu" "$@" && "$here/kvc_tests_vulkan" "$@" ;;
   demo) "$here/kvc-demo" "$@" ;;
   bench) "$here/kvc-bench" "$@" ;;
+  soak) "$here/kvc-soak" "$@" ;;
   peer) python3 "$here/peers/peer_bench.py" "$@" ;;
-  *) echo "usage: run.sh tests|demo|bench|peer [args]" >&2; exit 2 ;;
+  *) echo "usage: run.sh tests|demo|bench|soak|peer [args]" >&2; exit 2 ;;
 esac

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds a portable folder (default: bundle/) that runs on any x86-64 Linux with glibc and a
-# Vulkan driver: test binaries, kvc-demo and kvc-bench with glslang, SPIRV-Tools, libstdc++
+# Vulkan driver: test binaries, kvc-demo, kvc-bench and kvc-soak with glslang, SPIRV-Tools, libstdc++
 # and libgcc linked in (libvulkan.so.1 is loaded at run time), the peer script, and run.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,7 +9,7 @@ cmake -S . -B build-bundle -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVC_STATIC_RUNT
 cmake --build build-bundle
 rm -rf "$out" && mkdir -p "$out/peers"
 cp build-bundle/tests/kvc_tests_cpu build-bundle/tests/kvc_tests_vulkan build-bundle/samples/kvc-demo \
-   build-bundle/bench/kvc-bench "$out/"
+   build-bundle/bench/kvc-bench build-bundle/tests/soak/kvc-soak "$out/"
 cp bench/peers/*.py "$out/peers/"
 cp scripts/bundle-run.sh "$out/run.sh"
-echo "bundle ready: $out/ ($(du -sh "$out" | cut -f1)); run: $out/run.sh tests|demo|bench|peer [args]"
+echo "bundle ready: $out/ ($(du -sh "$out" | cut -f1)); run: $out/run.sh tests|demo|bench|soak|peer [args]"

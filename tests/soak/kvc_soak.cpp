@@ -1,0 +1,89 @@
+// kvc-soak (issue 16): a long decode through every policy that bounds memory, on the CPU
+// backend or a Vulkan device, checking that device bytes and host memory stay flat after a
+// warm-up, every output is finite, positions are what kvc.h documents and tokens_seen counts.
+// One line per policy, dtype and path; exits 1 on any violation. docs/reliability.md, "Soak".
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kvc/kvc.h"
+#include "soak/soak_cases.h"
+#include "soak/soak_options.h"
+#include "soak/soak_run.h"
+
+namespace {
+
+using kvc::soak::SoakCase;
+using kvc::soak::SoakOptions;
+
+struct ContextDeleter {
+  void operator()(kvc_context* context) const { kvc_context_destroy(context); }
+};
+
+double mib(uint64_t bytes) { return double(bytes) / (1 << 20); }
+
+// The cases --policies names, in the order given; an unknown name is an error.
+bool select_cases(const SoakOptions& options, std::vector<SoakCase>& selected) {
+  const std::vector<SoakCase> all = kvc::soak::soak_cases();
+  if (options.policies.empty()) {
+    selected = all;
+    return true;
+  }
+  for (const std::string& name : options.policies) {
+    const auto named = std::find_if(all.begin(), all.end(), [&](const SoakCase& c) { return c.name == name; });
+    if (named == all.end()) {
+      std::fprintf(stderr, "kvc-soak: unknown policy '%s' (the bounded ones: STREAMING,H2O,TOVA,TREEKV,FREQKV,FAEDKV,FOURIER)\n",
+                   name.c_str());
+      return false;
+    }
+    selected.push_back(*named);
+  }
+  return true;
+}
+
+void print_result(const SoakCase& c, kvc_dtype dtype, kvc::soak::FeedPath path, const kvc::soak::SoakResult& r) {
+  std::printf("%-9s %s %-6s %8llu tokens %8.1f s %9.0f tok/s  device bytes %llu..%llu  slots %llu..%llu  refills %llu  "
+              "RSS %.1f -> %.1f MiB (peak %.1f)  %s%s\n",
+              c.name.c_str(), dtype == KVC_DTYPE_F32 ? "f32" : "f16", kvc::soak::feed_path_name(path),
+              static_cast<unsigned long long>(r.decode_tokens), r.seconds, r.seconds > 0 ? r.decode_tokens / r.seconds : 0.0,
+              static_cast<unsigned long long>(r.device_bytes_min), static_cast<unsigned long long>(r.device_bytes_max),
+              static_cast<unsigned long long>(r.slots_held_min), static_cast<unsigned long long>(r.slots_held_max),
+              static_cast<unsigned long long>(r.refills), mib(r.rss_after_warmup), mib(r.rss_end), mib(r.rss_peak),
+              r.violation.empty() ? "ok" : "FAILED: ", r.violation.c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  SoakOptions options;
+  std::vector<SoakCase> cases;
+  if (!kvc::soak::parse_options(argc, argv, options) || !select_cases(options, cases)) return 2;
+
+  kvc_context_desc context_desc = kvc_context_desc_default();
+  context_desc.backend = options.backend;
+  kvc_context* raw_context = nullptr;
+  if (kvc_context_create(&context_desc, &raw_context) != KVC_OK) {
+    std::fprintf(stderr, "kvc-soak: no context: %s\n", kvc_last_create_error());
+    return 2;
+  }
+  const std::unique_ptr<kvc_context, ContextDeleter> context(raw_context);
+  kvc_context_info info{};
+  info.struct_size = sizeof(info);
+  kvc_context_info_get(context.get(), &info);
+  std::printf("kvc-soak on %s: %llu decode tokens per run, seed %llu, warm-up max(10%%, two memory periods)\n", info.device_name,
+              static_cast<unsigned long long>(options.decode_tokens), static_cast<unsigned long long>(options.seed));
+
+  int violations = 0;
+  for (const SoakCase& c : cases)
+    for (kvc_dtype dtype : options.dtypes)
+      for (kvc::soak::FeedPath path : options.paths) {
+        const kvc::soak::SoakResult result = kvc::soak::run_soak(context.get(), c, dtype, path, options);
+        print_result(c, dtype, path, result);
+        violations += !result.violation.empty();
+      }
+  if (violations) std::printf("kvc-soak: %d run(s) FAILED\n", violations);
+  return violations ? 1 : 0;
+}

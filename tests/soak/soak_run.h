@@ -1,0 +1,33 @@
+// One soak run: a policy's cache, one dtype, one feed path, a prompt and then decode tokens,
+// checked as they go.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kvc/kvc.h"
+#include "soak/soak_cases.h"
+#include "soak/soak_options.h"
+
+namespace kvc::soak {
+
+struct SoakResult {
+  uint64_t decode_tokens = 0;    // decode tokens fed before the end or the first violation
+  uint64_t warmup_tokens = 0;    // of which the first ones set the steady state
+  uint64_t refills = 0;          // FOURIER: resets and new prompts after a full window
+  double seconds = 0;            // wall time of the whole run, prompts and checks included
+  uint64_t device_bytes_min = 0, device_bytes_max = 0;  // kvc_cache_stats over the steady state
+  uint64_t slots_held_min = 0, slots_held_max = 0;
+  uint64_t rss_after_warmup = 0, rss_end = 0, rss_peak = 0;  // resident bytes at the checks
+  std::string violation;         // "" when every check passed, else the first failed check
+};
+
+// Runs options.decode_tokens decode tokens through a new cache of `soak_case` and checks, after
+// every token: the status, every output finite, tokens_seen, and, once warmed up, slots held and
+// device bytes within what the last memory period of the warm-up saw; every
+// options.check_interval tokens: kvc_cache_read's positions, and the resident set against its
+// value after the warm-up plus options.rss_slack_bytes. Stops at the first violation.
+SoakResult run_soak(kvc_context* context, const SoakCase& soak_case, kvc_dtype dtype, FeedPath path,
+                    const SoakOptions& options);
+
+}  // namespace kvc::soak
