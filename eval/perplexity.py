@@ -33,7 +33,7 @@ import math
 import pathlib
 import sys
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import numpy as np
 import torch
