@@ -89,14 +89,13 @@ def plots(report: dict, prefix: pathlib.Path) -> list[pathlib.Path]:
 
 
 def merged(paths: list) -> dict:
-    """One report of the files' rows (each row tagged with its file's device) and ablation."""
+    """One report of the files' rows, each row tagged with its file's device."""
     report = {"rows": []}
     for path in paths:
         part = json.loads(path.read_text())
         report.setdefault("predict", part["predict"])
         if part["predict"] != report["predict"]:
             raise SystemExit(f"{path}: {part['predict']} predicted tokens, the others {report['predict']}")
-        report.setdefault("ablation", part.get("ablation"))
         report["rows"] += [dict(row, device=part["device"]) for row in part["rows"]]
     report["device"] = " + ".join(sorted({row["device"] for row in report["rows"]}))
     return report
