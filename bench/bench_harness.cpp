@@ -10,6 +10,7 @@
 #include "ops/copy.h"
 #include "vulkan/buffer.h"
 #include "vulkan/device.h"
+#include "vulkan/profile.h"
 #include "vulkan/recorder.h"
 
 namespace kvc::bench {
@@ -85,6 +86,8 @@ double copy_bandwidth_gbps(Backend& backend, const Timing& timing, size_t bytes)
 void record(Report& report, Row row) {
   std::fprintf(stderr, "kvc-bench: %-22s %-62s %-4s %12.1f us\n", row.name.c_str(), row.shape.c_str(), row.dtype.c_str(),
                row.median_us);
+  // Under KVC_PROFILE, what the row's work (set-up, warm-up and timed runs) spent per kernel.
+  if (vk::profiling_enabled()) std::fputs(vk::profile_take(row.name + " " + row.shape).c_str(), stderr);
   std::fflush(stderr);
   report.rows.push_back(std::move(row));
 }

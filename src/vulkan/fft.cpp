@@ -2,6 +2,8 @@
 // (cmake/Dependencies.cmake) after volk, so VkFFT's Vulkan calls go through volk's loader.
 #include "vulkan/fft.h"
 
+#include <string>
+
 #include <vkFFT.h>
 
 #include "vulkan/device.h"
@@ -19,6 +21,7 @@ struct FftPlan::Impl {
   uint64_t buffer_bytes = 0;
   std::unique_ptr<Buffer> data;
   VkBuffer data_handle = VK_NULL_HANDLE;  // VkFFT keeps a pointer to this
+  std::string label;                      // KVC_PROFILE's name for its commands
 };
 
 FftPlan::FftPlan(Device& device, const FftShape& shape) : impl_(std::make_unique<Impl>()) {
@@ -27,6 +30,7 @@ FftPlan::FftPlan(Device& device, const FftShape& shape) : impl_(std::make_unique
   impl.physical_device = device.physical_device();
   impl.queue = device.queue();
   impl.buffer_bytes = uint64_t(shape.length) * shape.batch * 2 * sizeof(float);
+  impl.label = "fft " + std::to_string(shape.batch) + " x " + std::to_string(shape.length);
   impl.data = std::make_unique<Buffer>(device, impl.buffer_bytes, MemoryKind::DeviceLocal);
   impl.data_handle = impl.data->handle();
   // VkFFT uploads its lookup tables at init through its own pool and fence.
@@ -66,7 +70,7 @@ BufferSlice FftPlan::data() const { return {impl_->data.get(), 0, impl_->buffer_
 size_t FftPlan::bytes() const { return impl_->buffer_bytes; }
 
 void FftPlan::record(Recorder& recorder, bool inverse) {
-  VkCommandBuffer commands = recorder.raw_commands();
+  VkCommandBuffer commands = recorder.raw_commands(impl_->label);
   VkFFTLaunchParams launch{};
   launch.commandBuffer = &commands;
   // The same VkBuffer* every time: VkFFT binds data() at the first append and never again.

@@ -3,11 +3,15 @@
 #include <cstring>
 
 #include "vulkan/device.h"
+#include "vulkan/profile.h"
 #include "vulkan/staging.h"
 
 namespace kvc::vk {
 
-Recorder::Recorder(Device& device) : device_(device) {
+Recorder::Recorder(Device& device)
+    : device_(device),
+      profiling_(profiling_enabled()),
+      timestamp_capacity_(profiling_ ? kMaxProfiledTimestamps : kMaxTimestamps) {
   const VkDevice vk_device = device.device();
   VkCommandPoolCreateInfo pool_info{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   pool_info.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
@@ -23,7 +27,7 @@ Recorder::Recorder(Device& device) : device_(device) {
   if (device.supports_timestamps()) {
     VkQueryPoolCreateInfo query_info{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
     query_info.queryType = VK_QUERY_TYPE_TIMESTAMP;
-    query_info.queryCount = kMaxTimestamps;
+    query_info.queryCount = timestamp_capacity_;
     check(vkCreateQueryPool(vk_device, &query_info, nullptr, &queries_), "vkCreateQueryPool");
   }
 }
@@ -45,6 +49,7 @@ void Recorder::begin(VkCommandBuffer external) {
   for (VkDescriptorPool pool : descriptor_pools_) vkResetDescriptorPool(device_.device(), pool, 0);
   current_pool_ = 0;
   timestamps_written_ = 0;
+  labels_.clear();
   commands_recorded_ = 0;
   external_ = external;
   recording_ = true;
@@ -57,7 +62,7 @@ void Recorder::begin(VkCommandBuffer external) {
   info.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   check(vkBeginCommandBuffer(commands_, &info), "vkBeginCommandBuffer");
   if (queries_) {
-    vkCmdResetQueryPool(commands_, queries_, 0, kMaxTimestamps);
+    vkCmdResetQueryPool(commands_, queries_, 0, timestamp_capacity_);
     timestamp();  // index 0: the submission's start (last_submission_ns)
   }
 }
@@ -70,13 +75,17 @@ void Recorder::barrier(VkPipelineStageFlags dst_stages, VkAccessFlags dst_access
                        &barrier, 0, nullptr, 0, nullptr);
 }
 
-void Recorder::before_command() {
+void Recorder::before_command(const std::string& label) {
   require(recording_, KVC_ERROR_INTERNAL, "Recorder used outside begin()/end()");
   ++commands_recorded_;
   if (needs_barrier_)
     barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
             VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
   needs_barrier_ = true;
+  // After the barrier, so the timestamp falls when every earlier command finished; two are
+  // left for end() and a caller's timestamp().
+  if (profiling_ && !label.empty() && queries_ && !external_ && timestamps_written_ + 2 < timestamp_capacity_)
+    write_timestamp(label);
 }
 
 void Recorder::upload(const void* src, VkDeviceSize bytes, BufferSlice dst) {
@@ -103,13 +112,13 @@ void Recorder::copy_strided(BufferSlice src, VkDeviceSize src_stride, BufferSlic
   if (bytes == 0 || count == 0) return;
   std::vector<VkBufferCopy> regions(count);
   for (uint32_t i = 0; i < count; ++i) regions[i] = {src.offset + i * src_stride, dst.offset + i * dst_stride, bytes};
-  before_command();
+  before_command("copy");
   vkCmdCopyBuffer(commands(), src.buffer->handle(), dst.buffer->handle(), count, regions.data());
 }
 
 void Recorder::fill(BufferSlice dst, VkDeviceSize bytes, uint32_t word) {
   if (bytes == 0) return;
-  before_command();
+  before_command("fill");
   vkCmdFillBuffer(commands(), dst.buffer->handle(), dst.offset, bytes, word);
 }
 
@@ -143,7 +152,7 @@ void Recorder::dispatch(const KernelSpec& spec, std::initializer_list<BufferSlic
                         uint32_t groups_x, uint32_t groups_y, uint32_t groups_z) {
   require(buffers.size() == spec.num_buffers, KVC_ERROR_INTERNAL, spec.shader + ": wrong number of buffers");
   const Pipeline& pipeline = device_.pipelines().get(spec);
-  before_command();
+  before_command(spec.shader);
   const VkDescriptorSet set = allocate_set(pipeline.set_layout());
   std::vector<VkDescriptorBufferInfo> infos;
   std::vector<VkWriteDescriptorSet> writes;
@@ -169,14 +178,19 @@ void Recorder::dispatch(const KernelSpec& spec, std::initializer_list<BufferSlic
 uint32_t Recorder::timestamp() {
   require(queries_ != VK_NULL_HANDLE, KVC_ERROR_UNSUPPORTED, "the device's queue has no timestamp support");
   require(!external_, KVC_ERROR_INTERNAL, "a timestamp recorded into an application's command buffer");
-  require(timestamps_written_ < kMaxTimestamps, KVC_ERROR_INTERNAL, "too many timestamps in one submission");
-  before_command();
+  require(timestamps_written_ < timestamp_capacity_, KVC_ERROR_INTERNAL, "too many timestamps in one submission");
+  before_command("");
+  return write_timestamp("");
+}
+
+uint32_t Recorder::write_timestamp(std::string label) {
   vkCmdWriteTimestamp(commands_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, timestamps_written_);
+  labels_.push_back(std::move(label));
   return timestamps_written_++;
 }
 
-VkCommandBuffer Recorder::raw_commands() {
-  before_command();
+VkCommandBuffer Recorder::raw_commands(const std::string& label) {
+  before_command(label);
   return commands();
 }
 
@@ -218,6 +232,9 @@ bool Recorder::wait(uint64_t timeout_ns) {
     check(vkGetQueryPoolResults(device_.device(), queries_, 0, timestamps_written_, timestamps_.size() * 8,
                                 timestamps_.data(), 8, VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
           "vkGetQueryPoolResults");
+  if (profiling_)
+    for (uint32_t i = 0; i + 1 < timestamps_written_; ++i)
+      if (!labels_[i].empty()) profile_add(labels_[i], elapsed_ns(i, i + 1));
   return true;
 }
 

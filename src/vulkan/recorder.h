@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <string>
 #include <vector>
 
 #include "vulkan/buffer.h"
@@ -64,11 +65,14 @@ class Recorder {
   double last_submission_ns() const;
   // Nanoseconds between two timestamps of the last submission.
   double elapsed_ns(uint32_t from, uint32_t to) const;
-  // For third-party recorders (VkFFT): the command buffer being recorded, after a barrier.
-  VkCommandBuffer raw_commands();
+  // For third-party recorders (VkFFT): the command buffer being recorded, after a barrier;
+  // `label` names what they record for KVC_PROFILE.
+  VkCommandBuffer raw_commands(const std::string& label);
 
  private:
-  void before_command();
+  // Every command starts here; `label` names it for KVC_PROFILE (vulkan/profile.h).
+  void before_command(const std::string& label);
+  uint32_t write_timestamp(std::string label);
   // The barrier that makes every earlier compute and transfer write visible to what follows.
   void barrier(VkPipelineStageFlags dst_stages, VkAccessFlags dst_access);
   VkCommandBuffer commands() const { return external_ ? external_ : commands_; }
@@ -80,6 +84,7 @@ class Recorder {
     VkDeviceSize bytes;
   };
   static constexpr uint32_t kMaxTimestamps = 256;
+  static constexpr uint32_t kMaxProfiledTimestamps = 16384;  // a timestamp per command under KVC_PROFILE
   static constexpr uint32_t kSetsPerPool = 256;
 
   Device& device_;
@@ -90,7 +95,10 @@ class Recorder {
   std::vector<VkDescriptorPool> descriptor_pools_;
   size_t current_pool_ = 0;
   std::vector<Readback> readbacks_;
+  const bool profiling_;
+  const uint32_t timestamp_capacity_;
   std::vector<uint64_t> timestamps_;
+  std::vector<std::string> labels_;  // per timestamp: the command recorded after it ("": none)
   uint32_t timestamps_written_ = 0;
   VkCommandBuffer external_ = VK_NULL_HANDLE;  // the application's, while recording into it
   bool recording_ = false;
