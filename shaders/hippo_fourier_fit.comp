@@ -1,7 +1,9 @@
 #version 450
 // HiPPO-FourierT fit (ops/hippo_fourier.h): appendix D's standardization and sec. 3.4's
 // reconstruction error of one dim of one head per workgroup. Each thread reconstructs F^T C at
-// every WG-th token of the segment and keeps Welford moments of x and of the reconstruction r
+// every WG-th token of the segment (Direct route), or reads it from the inverse transform of
+// hippo_fourier_spectrum.comp (RECONSTRUCTED: the Transform route, one head per dispatch, dim
+// j in component j % 2 of sequence j / 2), and keeps Welford moments of x and of the reconstruction r
 // (means, centered sums of squares, co-moment); the moments are merged pairwise (Chan et al.),
 // which stays accurate where sums of squares in f32 would cancel. With scale s = std(x) /
 // std(r), the mean of (s (r - mean r) - (x - mean x))^2 is (s^2 M2r + M2x - 2 s Cxr) / L.
@@ -9,6 +11,7 @@
 
 layout(local_size_x_id = 0) in;  // a power of two
 layout(constant_id = 1) const bool ROWS_F16 = false;
+layout(constant_id = 2) const bool RECONSTRUCTED = false;
 
 #include "elements.glsl"
 #include "fourier_turn.glsl"
@@ -18,6 +21,7 @@ layout(binding = 1) readonly buffer Dims { uint dims[]; };
 layout(binding = 2) readonly buffer Coefficients { float coefficients[]; };
 layout(binding = 3) writeonly buffer Affine { float affine[]; };  // [heads][2][num_dims]
 layout(binding = 4) writeonly buffer SquaredError { float squared_error[]; };
+layout(binding = 5) readonly buffer Reconstruction { vec2 reconstruction[]; };  // [sequences][T]: RECONSTRUCTED only
 
 layout(push_constant) uniform Push {
   uint head_dim;
@@ -28,6 +32,7 @@ layout(push_constant) uniform Push {
   uint first_slot;
   uint segment_length;
   uint first_index;
+  uint first_head;  // of this dispatch
 } push;
 
 const uint WG = gl_WorkGroupSize.x;
@@ -39,7 +44,7 @@ shared vec3 moment_s[WG];
 
 void main() {
   const uint j = gl_WorkGroupID.x;
-  const uint head = gl_WorkGroupID.y;
+  const uint head = push.first_head + gl_WorkGroupID.y;
   const uint t = gl_LocalInvocationID.x;
   const uint dim = dims[head * push.head_dim + j];
   const uint first_row = head * push.slot_stride + push.first_slot;
@@ -52,12 +57,17 @@ void main() {
     const float x = KVC_LOAD_ELEMENT(row_words, ROWS_F16, (first_row + i) * push.head_dim + dim);
     const uint index = (push.first_index + i) % push.window_length;
     float r = 0.0;
-    uint turn = 0u;  // (n index) mod T, stepped by index for each n
-    for (uint n = 0; n < push.num_states; ++n) {
-      const vec2 basis = kvc_turn_cos_sin(turn, push.window_length);
-      r += basis.x * coefficients[c_base + 2 * n * push.num_dims] + basis.y * coefficients[c_base + (2 * n + 1) * push.num_dims];
-      turn += index;
-      if (turn >= push.window_length) turn -= push.window_length;
+    if (RECONSTRUCTED) {
+      const vec2 pair = reconstruction[(j / 2u) * push.window_length + index];
+      r = (j & 1u) == 0u ? pair.x : pair.y;
+    } else {
+      uint turn = 0u;  // (n index) mod T, stepped by index for each n
+      for (uint n = 0; n < push.num_states; ++n) {
+        const vec2 basis = kvc_turn_cos_sin(turn, push.window_length);
+        r += basis.x * coefficients[c_base + 2 * n * push.num_dims] + basis.y * coefficients[c_base + (2 * n + 1) * push.num_dims];
+        turn += index;
+        if (turn >= push.window_length) turn -= push.window_length;
+      }
     }
     count += 1.0;
     const vec2 delta = vec2(x, r) - mean;

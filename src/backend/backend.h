@@ -50,6 +50,7 @@ enum class ScratchId : uint32_t {
   FourierKeySpectrum,        // ... F^T of those: the compressed dims' logits
   FourierProbabilities,      // ... the middle's probabilities as (p, 0) pairs
   FourierValueSpectrum,      // ... F of those
+  HippoFourierSpectrum,      // hippo_fourier_project (Transform): the segment's bins 0 .. N - 1
   Count
 };
 

@@ -14,6 +14,13 @@
 // from the mean instead. Section 3.4 picks the dims to compress by the mean squared error of
 // that standardized reconstruction.
 //
+// Two Vulkan routes for the projection and the fit (the CPU has one, direct sums in double).
+// Direct: each coefficient (and, in the fit, each reconstructed token) is its own sum, O(N L)
+// per dim: right for eq. 6's few tokens. Transform: the projection is bins 0 .. N - 1 of the
+// segment's length-T DFT (ops/segment_spectrum: eq. 4's rows are cos and -sin of those bins),
+// and the fit's F^T C at every token is one inverse length-T DFT of the coefficients made
+// Hermitian (two dims per complex transform), O(T log T) per dim: the prefill's.
+//
 // Layouts: rows [num_heads][slot_stride][head_dim] in the cache dtype; dims uint32
 // [num_heads][head_dim], each head's row a permutation of 0 .. head_dim - 1 whose first
 // num_dims entries are the dims an op works on; coefficients f32 [num_heads][2N][num_dims];
@@ -22,12 +29,15 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "backend/backend.h"
 #include "common/dtype.h"
 
 namespace kvc::ops {
+
+enum class HippoFourierRoute { Direct, Transform };
 
 struct HippoFourierShape {
   uint32_t num_heads = 0;
@@ -36,6 +46,8 @@ struct HippoFourierShape {
   uint32_t window_length = 0;  // T <= 2^24: every basis index used is below it
   uint32_t num_dims = 0;       // dims per head the op works on (<= head_dim)
   Dtype dtype = Dtype::F32;    // of rows
+  // Vulkan's. Transform needs an even head_dim, 2N <= T and first_index + length <= T.
+  HippoFourierRoute route = HippoFourierRoute::Direct;
 };
 
 // Tokens first_slot .. first_slot + length - 1 of every head's rows, which are columns
@@ -51,7 +63,14 @@ struct HippoFourierProjectArgs {
   View rows;
   View dims;
   View coefficients;  // read and written: the segment's (1/T) F X is added (eq. 4, eq. 6)
+  View bins;          // uint32 0, 1, ..., N - 1: Transform only
 };
+
+// Outside a submission: plans the Transform route's transforms for this shape (its
+// window_length and head_dim; the fit's num_dims up to head_dim) and keeps them while the
+// handle lives, so that no plan is made when a prompt ends. Null on the CPU.
+std::shared_ptr<void> hippo_fourier_prepare(Backend& backend, const HippoFourierShape& shape);
+std::shared_ptr<void> hippo_fourier_prepare_vulkan(Backend& backend, const HippoFourierShape& shape);
 
 // coefficients[h][r][j] += (1/T) sum_i F[r][first_index + i] rows[h][first_slot + i][dims[h][j]].
 void hippo_fourier_project(Backend& backend, const HippoFourierShape& shape, const HippoFourierSegment& segment,

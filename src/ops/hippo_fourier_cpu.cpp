@@ -133,6 +133,10 @@ void hippo_fourier_choose_dims_cpu(const HippoFourierShape& shape, const HippoFo
   }
 }
 
+std::shared_ptr<void> hippo_fourier_prepare(Backend& backend, const HippoFourierShape& shape) {
+  return backend.is_cpu() ? nullptr : hippo_fourier_prepare_vulkan(backend, shape);
+}
+
 void hippo_fourier_project(Backend& backend, const HippoFourierShape& shape, const HippoFourierSegment& segment,
                            const HippoFourierProjectArgs& args) {
   if (backend.is_cpu()) hippo_fourier_project_cpu(shape, segment, args);

@@ -1,7 +1,12 @@
-// Vulkan HiPPO-FourierT: direct sums over the segment (shaders/hippo_fourier_project.comp,
+// Vulkan HiPPO-FourierT. Direct: sums over the segment (shaders/hippo_fourier_project.comp,
 // hippo_fourier_fit.comp), O(N L) per dim like the references they are checked against.
+// Transform: segment_spectrum then hippo_fourier_accumulate.comp for the projection;
+// hippo_fourier_spectrum.comp, an inverse VkFFT and hippo_fourier_fit.comp reading its output
+// for the fit, head by head through one plan of head_dim / 2 sequences of length T.
 #include "ops/hippo_fourier.h"
+#include "ops/segment_spectrum.h"
 #include "ops/vulkan_args.h"
+#include "vulkan/fft.h"
 
 namespace kvc::ops {
 namespace {
@@ -9,9 +14,16 @@ namespace {
 constexpr uint32_t kProjectWorkgroup = 64;  // dims of one bin per workgroup
 constexpr uint32_t kFitWorkgroup = 64;      // a power of two: tokens per pass of one dim
 constexpr uint32_t kChooseWorkgroup = 256;  // one thread per dim: head_dim <= 256
+constexpr uint32_t kElementWorkgroup = 256; // the Transform route's element-wise kernels
+constexpr uint32_t kMaxGroups = 65535;      // the least maxComputeWorkGroupCount[0]; those kernels loop past it
 
 struct SegmentPush {
   uint32_t head_dim, num_states, window_length, num_dims, slot_stride, first_slot, length, first_index;
+};
+
+struct FitPush {
+  SegmentPush segment;
+  uint32_t first_head;
 };
 
 SegmentPush segment_push(const HippoFourierShape& shape, const HippoFourierSegment& segment) {
@@ -19,10 +31,61 @@ SegmentPush segment_push(const HippoFourierShape& shape, const HippoFourierSegme
           segment.slot_stride,     segment.first_slot, segment.length,      segment.first_index};
 }
 
+vk::FftShape transform_shape(const HippoFourierShape& shape) { return {shape.window_length, shape.head_dim / 2}; }
+
+void require_transform(const HippoFourierShape& shape, const HippoFourierSegment& segment) {
+  require(shape.head_dim % 2 == 0 && uint64_t(2) * shape.num_states <= shape.window_length &&
+              uint64_t(segment.first_index) + segment.length <= shape.window_length && shape.num_dims <= shape.head_dim,
+          KVC_ERROR_INTERNAL, "hippo_fourier's Transform route needs an even head_dim, 2N <= T and the segment inside the window");
+}
+
+uint32_t element_groups(uint64_t items) { return std::min(group_count_unbounded(items, kElementWorkgroup), kMaxGroups); }
+
+void project_transform(Backend& backend, const HippoFourierShape& shape, const HippoFourierSegment& segment,
+                       const HippoFourierProjectArgs& args) {
+  require_transform(shape, segment);
+  Tensor& spectrum = backend.scratch(ScratchId::HippoFourierSpectrum, size_t(shape.num_heads) * shape.num_states * shape.head_dim * 8);
+  const SegmentSpectrumShape spectrum_shape{shape.num_heads,     shape.head_dim,      segment.slot_stride,
+                                            segment.first_slot,  segment.length,      shape.window_length,
+                                            segment.first_index, shape.num_states,    shape.dtype,
+                                            static_cast<float>(1.0 / shape.window_length)};
+  segment_spectrum(backend, spectrum_shape, {args.rows, args.bins, view(spectrum)});
+  const uint32_t push[4] = {shape.head_dim, shape.num_states, shape.num_dims, shape.num_heads};
+  backend.recorder().dispatch({"hippo_fourier_accumulate", 3, sizeof(push), {kElementWorkgroup}},
+                              {slice(view(spectrum)), slice(args.dims), slice(args.coefficients)}, push,
+                              element_groups(uint64_t(shape.num_heads) * shape.num_states * shape.num_dims));
+}
+
+void fit_transform(Backend& backend, const HippoFourierShape& shape, const HippoFourierSegment& segment, const HippoFourierFitArgs& args) {
+  require_transform(shape, segment);
+  vk::FftPlan& plan = backend.fft_plans().get(transform_shape(shape));
+  vk::Recorder& recorder = backend.recorder();
+  for (uint32_t head = 0; head < shape.num_heads; ++head) {
+    const uint32_t spectrum_push[4] = {shape.num_states, shape.window_length, shape.num_dims, head};
+    recorder.dispatch({"hippo_fourier_spectrum", 2, sizeof(spectrum_push), {kElementWorkgroup}},
+                      {slice(args.coefficients), plan.data()}, spectrum_push,
+                      element_groups(uint64_t(shape.num_dims + 1) / 2 * shape.window_length));
+    plan.record(recorder, true);
+    const FitPush push{segment_push(shape, segment), head};
+    recorder.dispatch({"hippo_fourier_fit", 6, sizeof(FitPush), {kFitWorkgroup, shape.dtype == Dtype::F16, true}},
+                      {slice(args.rows), slice(args.dims), slice(args.coefficients), slice(args.affine), slice(args.squared_error),
+                       plan.data()},
+                      &push, shape.num_dims, 1);
+  }
+}
+
 }  // namespace
+
+std::shared_ptr<void> hippo_fourier_prepare_vulkan(Backend& backend, const HippoFourierShape& shape) {
+  return backend.fft_plans().keep(transform_shape(shape));
+}
 
 void hippo_fourier_project_vulkan(Backend& backend, const HippoFourierShape& shape, const HippoFourierSegment& segment,
                                   const HippoFourierProjectArgs& args) {
+  if (shape.route == HippoFourierRoute::Transform) {
+    project_transform(backend, shape, segment, args);
+    return;
+  }
   const SegmentPush push = segment_push(shape, segment);
   const uint32_t dim_blocks = (shape.num_dims + kProjectWorkgroup - 1) / kProjectWorkgroup;
   backend.recorder().dispatch({"hippo_fourier_project", 3, sizeof(SegmentPush), {kProjectWorkgroup, shape.dtype == Dtype::F16}},
@@ -32,10 +95,15 @@ void hippo_fourier_project_vulkan(Backend& backend, const HippoFourierShape& sha
 
 void hippo_fourier_fit_vulkan(Backend& backend, const HippoFourierShape& shape, const HippoFourierSegment& segment,
                               const HippoFourierFitArgs& args) {
-  const SegmentPush push = segment_push(shape, segment);
-  backend.recorder().dispatch({"hippo_fourier_fit", 5, sizeof(SegmentPush), {kFitWorkgroup, shape.dtype == Dtype::F16}},
+  if (shape.route == HippoFourierRoute::Transform) {
+    fit_transform(backend, shape, segment, args);
+    return;
+  }
+  const FitPush push{segment_push(shape, segment), 0};
+  // The reconstruction binding is unused without RECONSTRUCTED: the coefficients stand in.
+  backend.recorder().dispatch({"hippo_fourier_fit", 6, sizeof(FitPush), {kFitWorkgroup, shape.dtype == Dtype::F16, false}},
                               {slice(args.rows), slice(args.dims), slice(args.coefficients), slice(args.affine),
-                               slice(args.squared_error)},
+                               slice(args.squared_error), slice(args.coefficients)},
                               &push, shape.num_dims, shape.num_heads);
 }
 

@@ -142,6 +142,7 @@ void FourierPolicy::allocate_device_state(Backend& backend) {
   attention.num_q_heads = config_.num_q_heads;
   attention.window_length = window_length_;
   attention_plan_ = ops::fourier_attention_prepare(backend, attention);  // a length VkFFT refuses fails the cache's creation
+  compression_plan_ = ops::hippo_fourier_prepare(backend, compression_shape());
   auto table = [&](const std::vector<uint32_t>& values) {
     auto tensor = std::make_unique<Tensor>(backend, values.size() * 4);
     backend.upload(values.data(), values.size() * 4, *tensor, 0);
@@ -226,14 +227,14 @@ void FourierPolicy::compress_middle(Backend& backend, uint32_t layer, bool keys,
   const uint32_t heads = config_.num_kv_heads, dim = config_.head_dim, rows_2n = 2 * num_states_;
   // Every dim is projected and fitted (sec. 3.4 ranks them all), then the chosen ones are
   // gathered: the coefficients, their affine maps, and the other dims' rows.
-  const ops::HippoFourierShape all_dims{heads, dim, num_states_, window_length_, dim, config_.dtype};
+  const ops::HippoFourierShape all_dims = compression_shape();
   const ops::HippoFourierSegment segment{slot_stride, sinks_, length, 0};
   const std::vector<float> zeros(size_t(heads) * rows_2n * dim, 0.0f);
   Tensor& all_coefficients = ensure(all_coefficients_, backend, zeros.size() * 4);
   Tensor& all_affine = ensure(all_affine_, backend, size_t(heads) * 2 * dim * 4);
   Tensor& squared_error = ensure(squared_error_, backend, size_t(heads) * dim * 4);
   backend.upload(zeros.data(), zeros.size() * 4, all_coefficients, 0);
-  ops::hippo_fourier_project(backend, all_dims, segment, {view(rows), view(*identity_dims_), view(all_coefficients)});
+  ops::hippo_fourier_project(backend, all_dims, segment, {view(rows), view(*identity_dims_), view(all_coefficients), view(*bins_)});
   ops::hippo_fourier_fit(backend, all_dims, segment,
                          {view(rows), view(*identity_dims_), view(all_coefficients), view(all_affine), view(squared_error)});
   if (!part.caller_dims) {
@@ -254,6 +255,13 @@ void FourierPolicy::compress_middle(Backend& backend, uint32_t layer, bool keys,
   ops::gather_dims(backend,
                    {heads, dim, slot_stride, sinks_, length, dim, part.compressed, kept, middle_capacity(), 0, config_.dtype, config_.dtype},
                    {view(rows), dims, view(*part.packed)});
+}
+
+// Sec. 3.4 ranks every dim of the prompt's middle: projection and fit of all head dims, on
+// the transform route (the prompt is long; eq. 6's folds of a few tokens stay direct).
+ops::HippoFourierShape FourierPolicy::compression_shape() const {
+  return {config_.num_kv_heads, config_.head_dim, num_states_, window_length_, config_.head_dim, config_.dtype,
+          ops::HippoFourierRoute::Transform};
 }
 
 void FourierPolicy::fold(Cache& cache, uint32_t layer_index, uint32_t first_ring, uint32_t length, uint32_t middle_index) const {

@@ -24,6 +24,7 @@
 #include <memory>
 #include <vector>
 
+#include "ops/hippo_fourier.h"
 #include "policies/policy.h"
 
 namespace kvc {
@@ -60,6 +61,7 @@ class FourierPolicy : public Policy {
   // maps and packed rows (sec. 3.3-3.4, appendix D): every dim projected and fitted, the dims
   // chosen (unless the caller's table gives them), then gathered. The step kvc-bench times.
   void compress_middle(Backend& backend, uint32_t layer, bool keys, Tensor& rows, uint32_t slot_stride, uint32_t length);
+  ops::HippoFourierShape compression_shape() const;
   // Dims per kv head of `layer`'s K (keys) or V that the middle compresses.
   uint32_t compressed_dims(uint32_t layer, bool keys) const {
     return keys ? key_plans_[layer].compressed : value_plans_[layer].compressed;
@@ -104,6 +106,7 @@ class FourierPolicy : public Policy {
   std::unique_ptr<Tensor> sink_indices_;   // uint32 [num_kv_heads][sinks]: 0 .. S-1, for ops::compact
   std::unique_ptr<Tensor> bins_;           // uint32 0 .. max(middle capacity, N) - 1: the factorized route's DFT bins
   std::shared_ptr<void> attention_plan_;   // ops::fourier_attention_prepare: the decode step's transforms
+  std::shared_ptr<void> compression_plan_; // ops::hippo_fourier_prepare: the prompt's, kept so ending one plans nothing
   // Every dim's coefficients, affine maps and errors while a middle is compressed (kept for the
   // next layer's compression).
   std::unique_ptr<Tensor> all_coefficients_, all_affine_, squared_error_;

@@ -29,8 +29,11 @@ FourierOutputs run(Backend& backend, const FourierProblem& problem, const std::v
   auto coefficients = test::tensor_of(backend, initial);
   const size_t per_dim = size_t(shape.num_heads) * shape.num_dims;
   auto affine = test::make_poisoned(backend, per_dim * 8), error = test::make_poisoned(backend, per_dim * 4);
+  std::vector<uint32_t> bins(shape.num_states);
+  std::iota(bins.begin(), bins.end(), 0u);
+  auto bins_t = test::tensor_of(backend, bins);
   backend.begin();
-  ops::hippo_fourier_project(backend, shape, problem.segment, {view(*rows_t), view(*dims_t), view(*coefficients)});
+  ops::hippo_fourier_project(backend, shape, problem.segment, {view(*rows_t), view(*dims_t), view(*coefficients), view(*bins_t)});
   ops::hippo_fourier_fit(backend, shape, problem.segment,
                          {view(*rows_t), view(*dims_t), view(*coefficients), view(*affine), view(*error)});
   backend.submit();
@@ -40,17 +43,25 @@ FourierOutputs run(Backend& backend, const FourierProblem& problem, const std::v
 
 }  // namespace
 
-TEST_CASE("hippo_fourier project and fit on Vulkan match the CPU reference") {
+TEST_CASE("hippo_fourier project and fit on Vulkan match the CPU reference, both routes") {
   Backend* gpu = test::vulkan_backend();
   REQUIRE(gpu != nullptr);
-  // A prefill segment, a short odd one in f16, one token at a late index of a long window
-  // (eq. 6 in decode; the exact angle reduction), and head_dim 128 with 70 dims.
-  const FourierProblem problems[] = {{{3, 24, 13, 257, 17, Dtype::F32}, {101, 5, 91, 0}},
-                                     {{2, 40, 7, 100, 40, Dtype::F16}, {37, 1, 35, 2}},
-                                     {{5, 16, 33, 100003, 11, Dtype::F32}, {9, 4, 1, 99871}},
-                                     {{1, 128, 64, 4099, 70, Dtype::F16}, {700, 13, 640, 17}}};
+  // A prefill segment over a prime window, a short odd one in f16, one token at a late index
+  // of a long window (eq. 6 in decode; the exact angle reduction), and head_dim 128 with 70
+  // dims; odd dim counts leave the Transform route's last pair half empty.
+  const FourierProblem bases[] = {{{3, 24, 13, 257, 17, Dtype::F32}, {101, 5, 91, 0}},
+                                  {{2, 40, 7, 100, 40, Dtype::F16}, {37, 1, 35, 2}},
+                                  {{5, 16, 33, 100003, 11, Dtype::F32}, {9, 4, 1, 99871}},
+                                  {{1, 128, 64, 4099, 70, Dtype::F16}, {700, 13, 640, 17}}};
+  std::vector<FourierProblem> problems;
+  for (const FourierProblem& base : bases)
+    for (const ops::HippoFourierRoute route : {ops::HippoFourierRoute::Direct, ops::HippoFourierRoute::Transform}) {
+      problems.push_back(base);
+      problems.back().shape.route = route;
+    }
   for (const FourierProblem& problem : problems) {
     const ops::HippoFourierShape& shape = problem.shape;
+    const ops::HippoFourierRoute route = shape.route;
     std::vector<float> rows = test::random_floats(size_t(shape.num_heads) * problem.segment.slot_stride * shape.head_dim);
     const std::vector<unsigned char> row_bytes = test::encode(rows, shape.dtype);
     std::vector<uint32_t> dims(size_t(shape.num_heads) * shape.head_dim);
@@ -66,7 +77,8 @@ TEST_CASE("hippo_fourier project and fit on Vulkan match the CPU reference") {
     const FourierOutputs cpu = run(test::cpu_backend(), problem, row_bytes, dims, initial);
     const FourierOutputs vulkan = run(*gpu, problem, row_bytes, dims, initial);
     INFO("seed ", test::seed(), " ", dtype_name(shape.dtype), " N ", shape.num_states, " T ", shape.window_length, " L ",
-         problem.segment.length, " first index ", problem.segment.first_index);
+         problem.segment.length, " first index ", problem.segment.first_index, " route ",
+         route == ops::HippoFourierRoute::Direct ? "direct" : "transform");
     // The kernels sum L (up to 640) f32 products with cos and sin accurate to 3e-8, and the
     // fit merges Welford moments of 2N-term reconstructions, where the reference works in
     // double: rounding of order sqrt(L) ulp, 2e-7 measured on lavapipe. 1e-5 of the largest
