@@ -1,20 +1,25 @@
 #version 450
-// Spectral attention, the softmax: one workgroup per query row. The segment's logits are the
-// real parts of the inverse-transformed spectra; the held slots' come from
-// spectral_held_logits. Writes the segment's probabilities back over the spectra (complex
-// numbers with zero imaginary part, for the forward transform) and the held slots' share of
-// the output.
+// Spectral attention, the softmax, split like flash-decoding so that a long segment spreads
+// over many workgroups: workgroup (chunk, row) takes CHUNK of the segment's logits (chunk 0
+// also the held slots'). STATISTICS: writes its chunk's maximum and sum of exp(logit - max).
+// Otherwise: merges its row's chunk statistics, writes its chunk's probabilities back over
+// the spectra (complex numbers with zero imaginary part, for the forward transform), and chunk
+// 0 writes the held slots' share of the output. The segment's logits are the real parts of
+// the inverse-transformed spectra; the held slots' come from spectral_held_logits.
 #extension GL_GOOGLE_include_directive : require
 #include "elements.glsl"
 
 layout(local_size_x_id = 0) in;  // a power of two
 layout(constant_id = 1) const uint HEAD_DIM = 128;
 layout(constant_id = 2) const bool KV_F16 = false;
+layout(constant_id = 3) const bool STATISTICS = false;
+layout(constant_id = 4) const uint CHUNK = 4096;  // segment logits per workgroup
 
 layout(binding = 0) readonly buffer HeldLogits { float held_logits[]; };  // [rows][num_slots]
 layout(binding = 1) readonly buffer Values { uint v_words[]; };
 layout(binding = 2) buffer Spectra { vec2 spectra[]; };                  // [rows][segment_length]
 layout(binding = 3) writeonly buffer HeldOutput { float held_out[]; };  // [rows][HEAD_DIM]
+layout(binding = 4) buffer Statistics { vec2 statistics[]; };           // [rows][chunks]: (max, sum)
 
 layout(push_constant) uniform Push {
   uint segment_length;
@@ -43,30 +48,44 @@ float workgroup_reduce(float value, bool take_max) {
 }
 
 void main() {
-  const uint row = gl_WorkGroupID.x;
+  const uint chunk = gl_WorkGroupID.x, chunks = gl_NumWorkGroups.x, row = gl_WorkGroupID.y;
   const uint kv_head = (row % push.num_q_heads) / push.group;
   const uint base = row * push.segment_length, held_base = row * push.num_slots;
+  const uint first = chunk * CHUNK, last = min(first + CHUNK, push.segment_length);
+  const uint held_slots = chunk == 0u ? push.num_slots : 0u;
 
-  float local_max = KVC_NEG_INF;
-  for (uint n = gl_LocalInvocationID.x; n < push.segment_length; n += gl_WorkGroupSize.x)
-    local_max = max(local_max, spectra[base + n].x * push.scale);
-  for (uint slot = gl_LocalInvocationID.x; slot < push.num_slots; slot += gl_WorkGroupSize.x)
-    local_max = max(local_max, held_logits[held_base + slot]);
-  const float row_max = workgroup_reduce(local_max, true);
+  if (STATISTICS) {
+    float local_max = KVC_NEG_INF;
+    for (uint n = first + gl_LocalInvocationID.x; n < last; n += gl_WorkGroupSize.x)
+      local_max = max(local_max, spectra[base + n].x * push.scale);
+    for (uint slot = gl_LocalInvocationID.x; slot < held_slots; slot += gl_WorkGroupSize.x)
+      local_max = max(local_max, held_logits[held_base + slot]);
+    const float chunk_max = workgroup_reduce(local_max, true);
+    float local_sum = 0.0;
+    for (uint n = first + gl_LocalInvocationID.x; n < last; n += gl_WorkGroupSize.x)
+      local_sum += exp(spectra[base + n].x * push.scale - chunk_max);
+    for (uint slot = gl_LocalInvocationID.x; slot < held_slots; slot += gl_WorkGroupSize.x)
+      local_sum += exp(held_logits[held_base + slot] - chunk_max);
+    const float chunk_sum = workgroup_reduce(local_sum, false);
+    if (gl_LocalInvocationID.x == 0u) statistics[row * chunks + chunk] = vec2(chunk_max, chunk_sum);
+    return;
+  }
 
-  float local_sum = 0.0;
-  for (uint n = gl_LocalInvocationID.x; n < push.segment_length; n += gl_WorkGroupSize.x)
-    local_sum += exp(spectra[base + n].x * push.scale - row_max);
-  for (uint slot = gl_LocalInvocationID.x; slot < push.num_slots; slot += gl_WorkGroupSize.x)
-    local_sum += exp(held_logits[held_base + slot] - row_max);
-  const float inverse_total = 1.0 / workgroup_reduce(local_sum, false);
-
-  for (uint d = gl_LocalInvocationID.x; d < HEAD_DIM; d += gl_WorkGroupSize.x) {
+  // Every thread merges the row's few chunk statistics itself: no barrier needed.
+  float row_max = KVC_NEG_INF;
+  for (uint c = 0u; c < chunks; ++c) row_max = max(row_max, statistics[row * chunks + c].x);
+  float total = 0.0;
+  for (uint c = 0u; c < chunks; ++c) {
+    const vec2 stats = statistics[row * chunks + c];
+    total += stats.y * exp(stats.x - row_max);
+  }
+  const float inverse_total = 1.0 / total;
+  for (uint d = gl_LocalInvocationID.x; d < HEAD_DIM && chunk == 0u; d += gl_WorkGroupSize.x) {
     float held = 0.0;
-    for (uint slot = 0; slot < push.num_slots; ++slot)
+    for (uint slot = 0; slot < held_slots; ++slot)
       held += exp(held_logits[held_base + slot] - row_max) * KVC_LOAD_ELEMENT(v_words, KV_F16, (kv_head * push.slot_stride + slot) * HEAD_DIM + d);
     held_out[row * HEAD_DIM + d] = held * inverse_total;
   }
-  for (uint n = gl_LocalInvocationID.x; n < push.segment_length; n += gl_WorkGroupSize.x)
+  for (uint n = first + gl_LocalInvocationID.x; n < last; n += gl_WorkGroupSize.x)
     spectra[base + n] = vec2(exp(spectra[base + n].x * push.scale - row_max) * inverse_total, 0.0);
 }

@@ -1,5 +1,6 @@
-// Per query: six passes and two transforms: bin products, their expansion to full spectra, an
-// inverse FFT (the segment's logits), the held slots' logits, the softmax over both, a forward
+// Per query: seven passes and two transforms: bin products, their expansion to full spectra, an
+// inverse FFT (the segment's logits), the held slots' logits, the softmax over both (chunk
+// statistics, then probabilities: a row's M logits spread over many workgroups), a forward
 // FFT of the probabilities, and the value sum over the stored bins (in blocks, then their
 // total). A chunk of queries takes its queries in turn through the same plan, so one plan of
 // num_q_heads transforms per segment length serves every call (spectral_attention_keep).
@@ -15,6 +16,7 @@ namespace {
 
 constexpr uint32_t kWorkgroupSize = 256;
 constexpr uint32_t kSoftmaxWorkgroupSize = 256;  // a power of two
+constexpr uint32_t kSoftmaxChunk = 4096;         // segment logits per softmax workgroup
 constexpr uint32_t kBinsPerBlock = 64;           // bins one value-sum item adds up
 constexpr uint32_t kMaxGroups = 65535;           // the least maxComputeWorkGroupCount[0]; the shaders loop past it
 constexpr size_t kBindingAlignment = 256;        // the largest minStorageBufferOffsetAlignment Vulkan allows
@@ -60,13 +62,19 @@ void spectral_attention_vulkan(Backend& backend, const SpectralAttentionShape& s
   // The spectra live in the plan's own buffer (the transforms run in place on it); the rest in
   // scratch: bin products, held logits, the held slots' share, the value sum's partials.
   const vk::BufferSlice spectra = plan.data();
+  const uint32_t chunks = (M + kSoftmaxChunk - 1) / kSoftmaxChunk;
   const size_t products_bytes = aligned(size_t(rows) * shape.num_bins * 8), held_logits_bytes = aligned(size_t(rows) * shape.num_slots * 4),
-               held_bytes = aligned(size_t(rows) * dim * 4), partials_bytes = size_t(rows) * blocks * dim * 4;
-  Tensor& work = backend.scratch(ScratchId::SpectralAttentionWork, products_bytes + held_logits_bytes + held_bytes + partials_bytes);
-  const vk::BufferSlice products = work.slice(0, products_bytes);
-  const vk::BufferSlice held_logits = work.slice(products_bytes, held_logits_bytes);
-  const vk::BufferSlice held = work.slice(products_bytes + held_logits_bytes, held_bytes);
-  const vk::BufferSlice partials = work.slice(products_bytes + held_logits_bytes + held_bytes, partials_bytes);
+               held_bytes = aligned(size_t(rows) * dim * 4), statistics_bytes = aligned(size_t(rows) * chunks * 8),
+               partials_bytes = size_t(rows) * blocks * dim * 4;
+  Tensor& work = backend.scratch(ScratchId::SpectralAttentionWork,
+                                 products_bytes + held_logits_bytes + held_bytes + statistics_bytes + partials_bytes);
+  size_t offset = 0;
+  auto carve = [&](size_t bytes) {
+    offset += bytes;
+    return work.slice(offset - bytes, bytes);
+  };
+  const vk::BufferSlice products = carve(products_bytes), held_logits = carve(held_logits_bytes), held = carve(held_bytes),
+                        statistics = carve(statistics_bytes), partials = carve(partials_bytes);
   vk::Recorder& recorder = backend.recorder();
 
   for (uint32_t query = 0; query < shape.num_queries; ++query) {
@@ -84,8 +92,9 @@ void spectral_attention_vulkan(Backend& backend, const SpectralAttentionShape& s
                       {slice(args.q), slice(args.k), slice(args.positions), held_logits}, &logits_push,
                       groups_for(uint64_t(rows) * shape.num_slots));
     const SoftmaxPush softmax_push{M, shape.num_slots, shape.slot_stride, shape.num_q_heads, group, scale};
-    recorder.dispatch({"spectral_softmax", 4, sizeof(SoftmaxPush), {kSoftmaxWorkgroupSize, dim, f16}},
-                      {held_logits, slice(args.v), spectra, held}, &softmax_push, rows);
+    for (const bool statistics_pass : {true, false})
+      recorder.dispatch({"spectral_softmax", 5, sizeof(SoftmaxPush), {kSoftmaxWorkgroupSize, dim, f16, statistics_pass, kSoftmaxChunk}},
+                        {held_logits, slice(args.v), spectra, held, statistics}, &softmax_push, chunks, rows);
     plan.record(recorder, false);
     const ValueSumPush value_push{shape.num_bins, M, rows, shape.num_q_heads, group, blocks};
     recorder.dispatch({"spectral_value_sum", 4, sizeof(ValueSumPush), {kWorkgroupSize, dim, kBinsPerBlock}},
