@@ -9,6 +9,7 @@
 
 #include "ops/spectral_attention.h"
 #include "ops/vulkan_args.h"
+#include "vulkan/device.h"
 #include "vulkan/fft.h"
 
 namespace kvc::ops {
@@ -81,7 +82,7 @@ void spectral_attention_vulkan(Backend& backend, const SpectralAttentionShape& s
     const ProductsPush products_push{shape.num_bins, query, shape.num_kv_heads, group};
     recorder.dispatch({"spectral_bin_products", 3, sizeof(ProductsPush), {kWorkgroupSize, dim, f16}},
                       {slice(args.q), slice(args.spectrum_k), products}, &products_push,
-                      groups_for(uint64_t(shape.num_bins) * shape.num_kv_heads));
+                      groups_for(uint64_t(shape.num_bins) * shape.num_kv_heads * backend.device().subgroup_size()));
     const ExpandPush expand_push{shape.num_bins, M, rows};
     recorder.dispatch({"spectral_expand", 3, sizeof(ExpandPush), {kWorkgroupSize}}, {products, slice(args.bin_map), spectra},
                       &expand_push, groups_for(uint64_t(rows) * M));
