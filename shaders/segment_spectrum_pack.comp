@@ -2,6 +2,10 @@
 // Packs one head's segment of cache rows into complex sequences for one FFT: sequence j
 // holds dim 2j as its real part and dim 2j + 1 as its imaginary part, at window points
 // window_offset .. window_offset + length - 1 of a zero-padded window of T points.
+// Rows are read along the head dims and sequences written along the points, so a workgroup
+// takes a tile of TILE_POINTS points through shared memory: both sides stay coalesced. Heads
+// wider than 256 dims (FourierAttention's transforms of every query head at once) have too
+// many pairs for the tile: their threads write one point each, reading a row's pairs in turn.
 #extension GL_GOOGLE_include_directive : require
 #include "elements.glsl"
 
@@ -21,18 +25,37 @@ layout(push_constant) uniform Push {
   uint head;
 } push;
 
+const uint PAIRS = HEAD_DIM / 2u;
+const uint TILE_PAIRS = 128u;                         // the widest head tiled: 256 dims
+const uint TILE_POINTS = 2048u / (PAIRS < TILE_PAIRS ? PAIRS : TILE_PAIRS);
+const bool TILED = PAIRS <= TILE_PAIRS;
+shared vec2 tile_s[2048u + TILE_PAIRS];               // [PAIRS][TILE_POINTS + 1]: the pad spreads banks
+
+vec2 pair_at(uint point, uint pair) {
+  if (point < push.window_offset || point - push.window_offset >= push.segment_length) return vec2(0.0);
+  const uint element = ((push.head * push.slot_stride + push.first_slot + point - push.window_offset) * HEAD_DIM) + 2u * pair;
+  return vec2(KVC_LOAD_ELEMENT(state_words, KV_F16, element), KVC_LOAD_ELEMENT(state_words, KV_F16, element + 1u));
+}
+
 void main() {
-  const uint pairs = HEAD_DIM / 2u;
-  const uint points = pairs * push.transform_length;
-  // Consecutive threads take consecutive pairs of one window point, so reads of a row coalesce.
-  for (uint item = gl_GlobalInvocationID.x; item < points; item += gl_NumWorkGroups.x * gl_WorkGroupSize.x) {
-    const uint pair = item % pairs;
-    const uint point = item / pairs;
-    vec2 value = vec2(0.0);
-    if (point >= push.window_offset && point - push.window_offset < push.segment_length) {
-      const uint element = ((push.head * push.slot_stride + push.first_slot + point - push.window_offset) * HEAD_DIM) + 2u * pair;
-      value = vec2(KVC_LOAD_ELEMENT(state_words, KV_F16, element), KVC_LOAD_ELEMENT(state_words, KV_F16, element + 1u));
+  const uint T = push.transform_length;
+  if (!TILED) {
+    for (uint point = gl_GlobalInvocationID.x; point < T; point += gl_NumWorkGroups.x * gl_WorkGroupSize.x)
+      for (uint pair = 0u; pair < PAIRS; ++pair) work[pair * T + point] = pair_at(point, pair);
+    return;
+  }
+  const uint tiles = (T + TILE_POINTS - 1u) / TILE_POINTS, items = PAIRS * TILE_POINTS;
+  for (uint tile = gl_WorkGroupID.x; tile < tiles; tile += gl_NumWorkGroups.x) {
+    const uint first_point = tile * TILE_POINTS;
+    for (uint item = gl_LocalInvocationID.x; item < items; item += gl_WorkGroupSize.x) {
+      const uint pair = item % PAIRS, point = item / PAIRS;  // along a row
+      tile_s[pair * (TILE_POINTS + 1u) + point] = pair_at(first_point + point, pair);
     }
-    work[pair * push.transform_length + point] = value;
+    barrier();
+    for (uint item = gl_LocalInvocationID.x; item < items; item += gl_WorkGroupSize.x) {
+      const uint point = item % TILE_POINTS, pair = item / TILE_POINTS;  // along a sequence
+      if (first_point + point < T) work[pair * T + first_point + point] = tile_s[pair * (TILE_POINTS + 1u) + point];
+    }
+    barrier();
   }
 }

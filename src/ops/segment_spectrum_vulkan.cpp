@@ -26,11 +26,14 @@ void segment_spectrum_vulkan(Backend& backend, const SegmentSpectrumShape& shape
   const uint32_t sequences = shape.head_dim / 2;
   vk::FftPlan& plan = backend.fft_plans().get({shape.transform_length, sequences});
   vk::Recorder& recorder = backend.recorder();
+  // The pack shader's tiles: 2048 pairs' points each for heads up to 256 dims, else a point per thread.
+  const uint32_t tile_points = sequences <= 128 ? 2048 / sequences : kWorkgroupSize;
+  const uint32_t pack_groups = std::min(group_count_unbounded(shape.transform_length, tile_points), kMaxGroups);
   for (uint32_t head = 0; head < shape.num_heads; ++head) {
     const PackPush pack{shape.slot_stride, shape.first_slot, shape.length, shape.transform_length, shape.window_offset, head};
     recorder.dispatch({"segment_spectrum_pack", 2, sizeof(PackPush), {kWorkgroupSize, shape.head_dim, shape.dtype == Dtype::F16}},
                       {slice(args.states), plan.data()}, &pack,
-                      std::min(group_count_unbounded(uint64_t(sequences) * shape.transform_length, kWorkgroupSize), kMaxGroups));
+                      pack_groups);
     plan.record(recorder, false);
     const UnpackPush unpack{shape.transform_length, shape.num_bins, head, shape.scale};
     recorder.dispatch({"segment_spectrum_unpack", 3, sizeof(UnpackPush), {kWorkgroupSize, shape.head_dim}},
