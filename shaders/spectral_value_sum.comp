@@ -1,8 +1,12 @@
 #version 450
-// Spectral attention, the value sum, pass 1: item (query row, block of stored bins, dim pair)
-// sums w_b Re(S_V[b] conj(P[k_b])) over its block, P the forward transform of the segment's
-// probabilities. Blocks of bins spread the sum over the GPU: a row's dims alone are too few
-// threads to hide the loads' latency over thousands of bins.
+// Spectral attention, the value sum, pass 1: item (kv head of a query, block of stored bins,
+// dim pair) sums w_b Re(S_V[b] conj(P[k_b])) over its block for every query head of the kv
+// head's group, P the forward transform of the segment's probabilities, reading each value
+// state once for the group. Blocks of bins spread the sum over the GPU: a row's dims alone
+// are too few threads to hide the loads' latency over thousands of bins.
+#extension GL_GOOGLE_include_directive : require
+#include "elements.glsl"
+
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint HEAD_DIM = 128;
 layout(constant_id = 2) const uint BINS_PER_BLOCK = 64;
@@ -23,21 +27,31 @@ layout(push_constant) uniform Push {
 
 void main() {
   const uint pairs = HEAD_DIM / 2u;
-  const uint items = push.rows * push.num_blocks * pairs;
+  const uint num_kv_heads = push.num_q_heads / push.group;
+  const uint items = (push.rows / push.num_q_heads) * num_kv_heads * push.num_blocks * pairs;
   for (uint item = gl_GlobalInvocationID.x; item < items; item += gl_NumWorkGroups.x * gl_WorkGroupSize.x) {
     const uint pair = item % pairs;
     const uint block = (item / pairs) % push.num_blocks;
-    const uint row = item / (pairs * push.num_blocks);
-    const uint kv_head = (row % push.num_q_heads) / push.group;
-    vec2 sum = vec2(0.0);
+    const uint kv_row = item / (pairs * push.num_blocks);  // (query, kv head)
+    const uint kv_head = kv_row % num_kv_heads;
     const uint end = min(push.num_bins, (block + 1u) * BINS_PER_BLOCK);
-    for (uint b = block * BINS_PER_BLOCK; b < end; ++b) {
-      const uint bin = bins[b];
-      const float weight = bin == 0u || 2u * bin == push.segment_length ? 1.0 : 2.0;
-      const vec2 p = spectra[row * push.segment_length + bin] * weight;
-      const uint state = (kv_head * push.num_bins + b) * HEAD_DIM + 2u * pair;
-      sum += vec2(dot(value_states[state], p), dot(value_states[state + 1u], p));
+    // The group's query heads in blocks the registers hold, each state read once per block.
+    for (uint first = 0u; first < push.group; first += KVC_MAX_GROUP_BLOCK) {
+      const uint heads = min(KVC_MAX_GROUP_BLOCK, push.group - first);
+      const uint row0 = kv_row * push.group + first;
+      vec2 sums[KVC_MAX_GROUP_BLOCK];
+      for (uint g = 0u; g < KVC_MAX_GROUP_BLOCK; ++g) sums[g] = vec2(0.0);
+      for (uint b = block * BINS_PER_BLOCK; b < end; ++b) {
+        const uint bin = bins[b];
+        const float weight = bin == 0u || 2u * bin == push.segment_length ? 1.0 : 2.0;
+        const uint state = (kv_head * push.num_bins + b) * HEAD_DIM + 2u * pair;
+        const vec2 state_a = value_states[state], state_b = value_states[state + 1u];
+        for (uint g = 0u; g < heads; ++g) {
+          const vec2 p = spectra[(row0 + g) * push.segment_length + bin] * weight;
+          sums[g] += vec2(dot(state_a, p), dot(state_b, p));
+        }
+      }
+      for (uint g = 0u; g < heads; ++g) partials[((row0 + g) * push.num_blocks + block) * pairs + pair] = sums[g];
     }
-    partials[item] = sum;
   }
 }

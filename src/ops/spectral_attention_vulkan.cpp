@@ -100,7 +100,7 @@ void spectral_attention_vulkan(Backend& backend, const SpectralAttentionShape& s
     const ValueSumPush value_push{shape.num_bins, M, rows, shape.num_q_heads, group, blocks};
     recorder.dispatch({"spectral_value_sum", 4, sizeof(ValueSumPush), {kWorkgroupSize, dim, kBinsPerBlock}},
                       {slice(args.spectrum_v), slice(args.bins), spectra, partials}, &value_push,
-                      groups_for(uint64_t(rows) * blocks * dim / 2));
+                      groups_for(uint64_t(shape.num_kv_heads) * blocks * dim / 2));
     const OutputPush output_push{rows, blocks, query};
     recorder.dispatch({"spectral_output", 3, sizeof(OutputPush), {kWorkgroupSize, dim, f16}}, {partials, held, slice(args.out)},
                       &output_push, groups_for(uint64_t(rows) * dim / 2));
