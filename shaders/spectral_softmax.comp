@@ -3,9 +3,11 @@
 // over many workgroups: workgroup (chunk, row) takes CHUNK of the segment's logits (chunk 0
 // also the held slots'). STATISTICS: writes its chunk's maximum and sum of exp(logit - max).
 // Otherwise: merges its row's chunk statistics, writes its chunk's probabilities back over
-// the spectra (complex numbers with zero imaginary part, for the forward transform), and chunk
-// 0 writes the held slots' share of the output. The segment's logits are the real parts of
-// the inverse-transformed spectra; the held slots' come from spectral_held_logits.
+// the spectra, and chunk
+// 0 writes the held slots' share of the output. Row r's segment logits are component r % 2 of
+// the inverse-transformed sequence r / 2 (spectral_expand packs two rows per transform), and
+// its probabilities go back to the same component, so that the forward transform takes two
+// rows too; the held slots' logits come from spectral_held_logits.
 #extension GL_GOOGLE_include_directive : require
 #include "elements.glsl"
 
@@ -17,7 +19,7 @@ layout(constant_id = 4) const uint CHUNK = 4096;  // segment logits per workgrou
 
 layout(binding = 0) readonly buffer HeldLogits { float held_logits[]; };  // [rows][num_slots]
 layout(binding = 1) readonly buffer Values { uint v_words[]; };
-layout(binding = 2) buffer Spectra { vec2 spectra[]; };                  // [rows][segment_length]
+layout(binding = 2) buffer Spectra { float spectra[]; };                 // [(rows + 1) / 2][segment_length][2]
 layout(binding = 3) writeonly buffer HeldOutput { float held_out[]; };  // [rows][HEAD_DIM]
 layout(binding = 4) buffer Statistics { vec2 statistics[]; };           // [rows][chunks]: (max, sum)
 
@@ -50,20 +52,21 @@ float workgroup_reduce(float value, bool take_max) {
 void main() {
   const uint chunk = gl_WorkGroupID.x, chunks = gl_NumWorkGroups.x, row = gl_WorkGroupID.y;
   const uint kv_head = (row % push.num_q_heads) / push.group;
-  const uint base = row * push.segment_length, held_base = row * push.num_slots;
+  // Logit n of the row is spectra[base + 2 n]; the other row of the pair writes the other floats.
+  const uint base = 2u * (row / 2u) * push.segment_length + row % 2u, held_base = row * push.num_slots;
   const uint first = chunk * CHUNK, last = min(first + CHUNK, push.segment_length);
   const uint held_slots = chunk == 0u ? push.num_slots : 0u;
 
   if (STATISTICS) {
     float local_max = KVC_NEG_INF;
     for (uint n = first + gl_LocalInvocationID.x; n < last; n += gl_WorkGroupSize.x)
-      local_max = max(local_max, spectra[base + n].x * push.scale);
+      local_max = max(local_max, spectra[base + 2u * n] * push.scale);
     for (uint slot = gl_LocalInvocationID.x; slot < held_slots; slot += gl_WorkGroupSize.x)
       local_max = max(local_max, held_logits[held_base + slot]);
     const float chunk_max = workgroup_reduce(local_max, true);
     float local_sum = 0.0;
     for (uint n = first + gl_LocalInvocationID.x; n < last; n += gl_WorkGroupSize.x)
-      local_sum += exp(spectra[base + n].x * push.scale - chunk_max);
+      local_sum += exp(spectra[base + 2u * n] * push.scale - chunk_max);
     for (uint slot = gl_LocalInvocationID.x; slot < held_slots; slot += gl_WorkGroupSize.x)
       local_sum += exp(held_logits[held_base + slot] - chunk_max);
     const float chunk_sum = workgroup_reduce(local_sum, false);
@@ -87,5 +90,5 @@ void main() {
     held_out[row * HEAD_DIM + d] = held * inverse_total;
   }
   for (uint n = first + gl_LocalInvocationID.x; n < last; n += gl_WorkGroupSize.x)
-    spectra[base + n] = vec2(exp(spectra[base + n].x * push.scale - row_max) * inverse_total, 0.0);
+    spectra[base + 2u * n] = exp(spectra[base + 2u * n] * push.scale - row_max) * inverse_total;
 }

@@ -2,7 +2,9 @@
 // Spectral attention, the value sum, pass 1: item (kv head of a query, block of stored bins,
 // dim pair) sums w_b Re(S_V[b] conj(P[k_b])) over its block for every query head of the kv
 // head's group, P the forward transform of the segment's probabilities, reading each value
-// state once for the group. Blocks of bins spread the sum over the GPU: a row's dims alone
+// state once for the group. Rows 2s and 2s + 1 share transformed sequence s (Z = P_2s +
+// i P_2s+1 for real probabilities), separated at the bin as (Z[k] + conj Z[M-k]) / 2 and
+// (Z[k] - conj Z[M-k]) / 2i. Blocks of bins spread the sum over the GPU: a row's dims alone
 // are too few threads to hide the loads' latency over thousands of bins.
 #extension GL_GOOGLE_include_directive : require
 #include "elements.glsl"
@@ -13,7 +15,7 @@ layout(constant_id = 2) const uint BINS_PER_BLOCK = 64;
 
 layout(binding = 0) readonly buffer ValueStates { vec2 value_states[]; };  // [num_kv_heads][num_bins][HEAD_DIM]
 layout(binding = 1) readonly buffer Bins { uint bins[]; };
-layout(binding = 2) readonly buffer Spectra { vec2 spectra[]; };           // [rows][segment_length]
+layout(binding = 2) readonly buffer Spectra { vec2 spectra[]; };           // [(rows + 1) / 2][segment_length]
 layout(binding = 3) writeonly buffer Partials { vec2 partials[]; };         // [rows][num_blocks][HEAD_DIM / 2]
 
 layout(push_constant) uniform Push {
@@ -24,6 +26,14 @@ layout(push_constant) uniform Push {
   uint group;
   uint num_blocks;
 } push;
+
+vec2 row_spectrum(uint row, uint bin) {
+  const uint sequence = (row / 2u) * push.segment_length;
+  const vec2 z = spectra[sequence + bin];
+  const vec2 mirror = spectra[sequence + (bin == 0u ? 0u : push.segment_length - bin)] * vec2(1.0, -1.0);
+  const vec2 half_sum = 0.5 * (z + mirror), half_difference = 0.5 * (z - mirror);
+  return row % 2u == 0u ? half_sum : vec2(half_difference.y, -half_difference.x);
+}
 
 void main() {
   const uint pairs = HEAD_DIM / 2u;
@@ -47,7 +57,7 @@ void main() {
         const uint state = (kv_head * push.num_bins + b) * HEAD_DIM + 2u * pair;
         const vec2 state_a = value_states[state], state_b = value_states[state + 1u];
         for (uint g = 0u; g < heads; ++g) {
-          const vec2 p = spectra[(row0 + g) * push.segment_length + bin] * weight;
+          const vec2 p = row_spectrum(row0 + g, bin) * weight;
           sums[g] += vec2(dot(state_a, p), dot(state_b, p));
         }
       }

@@ -2,8 +2,9 @@
 // inverse FFT (the segment's logits), the held slots' logits, the softmax over both (chunk
 // statistics, then probabilities: a row's M logits spread over many workgroups), a forward
 // FFT of the probabilities, and the value sum over the stored bins (in blocks, then their
-// total). A chunk of queries takes its queries in turn through the same plan, so one plan of
-// num_q_heads transforms per segment length serves every call (spectral_attention_keep).
+// total). Two query heads share each complex transform (their logits and probabilities are
+// real). A chunk of queries takes its queries in turn through the same plan, so one plan of
+// num_q_heads / 2 transforms per segment length serves every call (spectral_attention_keep).
 #include <algorithm>
 #include <cmath>
 
@@ -46,12 +47,15 @@ struct OutputPush {
 
 size_t aligned(size_t bytes) { return (bytes + kBindingAlignment - 1) / kBindingAlignment * kBindingAlignment; }
 
+// Two query rows per complex transform: their segment logits and probabilities are real.
+vk::FftShape transform_shape(uint32_t segment_length, uint32_t rows) { return {segment_length, (rows + 1) / 2}; }
+
 uint32_t groups_for(uint64_t items) { return std::min(group_count_unbounded(items, kWorkgroupSize), kMaxGroups); }
 
 }  // namespace
 
 std::shared_ptr<void> spectral_attention_keep_vulkan(Backend& backend, uint32_t segment_length, uint32_t num_q_heads) {
-  return backend.fft_plans().keep({segment_length, num_q_heads});
+  return backend.fft_plans().keep(transform_shape(segment_length, num_q_heads));
 }
 
 void spectral_attention_vulkan(Backend& backend, const SpectralAttentionShape& shape, const SpectralAttentionArgs& args) {
@@ -59,7 +63,7 @@ void spectral_attention_vulkan(Backend& backend, const SpectralAttentionShape& s
   const uint32_t dim = shape.head_dim, M = shape.segment_length, blocks = (shape.num_bins + kBinsPerBlock - 1) / kBinsPerBlock;
   const bool f16 = shape.dtype == Dtype::F16;
   const float scale = float(1.0 / std::sqrt(double(dim)));
-  vk::FftPlan& plan = backend.fft_plans().get({M, rows});
+  vk::FftPlan& plan = backend.fft_plans().get(transform_shape(M, rows));
   // The spectra live in the plan's own buffer (the transforms run in place on it); the rest in
   // scratch: bin products, held logits, the held slots' share, the value sum's partials.
   const vk::BufferSlice spectra = plan.data();
@@ -85,7 +89,7 @@ void spectral_attention_vulkan(Backend& backend, const SpectralAttentionShape& s
                       groups_for(uint64_t(shape.num_bins) * shape.num_kv_heads * backend.device().subgroup_size()));
     const ExpandPush expand_push{shape.num_bins, M, rows};
     recorder.dispatch({"spectral_expand", 3, sizeof(ExpandPush), {kWorkgroupSize}}, {products, slice(args.bin_map), spectra},
-                      &expand_push, groups_for(uint64_t(rows) * M));
+                      &expand_push, groups_for(uint64_t(rows + 1) / 2 * M));
     plan.record(recorder, true);
     const HeldLogitsPush logits_push{query, shape.num_slots, shape.slot_stride, shape.num_q_heads, group,
                                      shape.first_query_position + int32_t(query), scale};
