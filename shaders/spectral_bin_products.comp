@@ -6,6 +6,7 @@
 // in attention_decode, take invocation t as lane t % gl_SubgroupSize: the workgroup is a
 // multiple of every subgroup size).
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #include "elements.glsl"
@@ -35,15 +36,18 @@ void main() {
     // The group's heads in blocks the registers hold.
     for (uint first = 0; first < push.group; first += KVC_MAX_GROUP_BLOCK) {
       const uint heads = min(KVC_MAX_GROUP_BLOCK, push.group - first);
+      // Loops over the whole block with constant trip counts keep sums[] in registers.
       vec2 sums[KVC_MAX_GROUP_BLOCK];
-      for (uint g = 0; g < KVC_MAX_GROUP_BLOCK; ++g) sums[g] = vec2(0.0);
+      [[unroll]] for (uint g = 0; g < KVC_MAX_GROUP_BLOCK; ++g) sums[g] = vec2(0.0);
       const uint row0 = kv_head * push.group + first;
       const uint q_row0 = push.first_query * push.num_kv_heads * push.group + row0;
       for (uint d = lane; d < HEAD_DIM; d += gl_SubgroupSize) {
         const vec2 s = key_states[state + d];
-        for (uint g = 0; g < heads; ++g) sums[g] += s * KVC_LOAD_ELEMENT(q_words, Q_F16, (q_row0 + g) * HEAD_DIM + d);
+        [[unroll]] for (uint g = 0; g < KVC_MAX_GROUP_BLOCK; ++g)
+          if (g < heads) sums[g] += s * KVC_LOAD_ELEMENT(q_words, Q_F16, (q_row0 + g) * HEAD_DIM + d);
       }
-      for (uint g = 0; g < heads; ++g) {
+      [[unroll]] for (uint g = 0; g < KVC_MAX_GROUP_BLOCK; ++g) {
+        if (g >= heads) continue;
         for (uint mask = gl_SubgroupSize / 2u; mask > 0u; mask /= 2u) sums[g] += subgroupShuffleXor(sums[g], mask);
         if (lane == 0u) products[(row0 + g) * push.num_bins + bin] = sums[g];
       }

@@ -7,6 +7,7 @@
 // (Z[k] - conj Z[M-k]) / 2i. Blocks of bins spread the sum over the GPU: a row's dims alone
 // are too few threads to hide the loads' latency over thousands of bins.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #include "elements.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -49,19 +50,22 @@ void main() {
     for (uint first = 0u; first < push.group; first += KVC_MAX_GROUP_BLOCK) {
       const uint heads = min(KVC_MAX_GROUP_BLOCK, push.group - first);
       const uint row0 = kv_row * push.group + first;
+      // Loops over the whole block with constant trip counts keep sums[] in registers.
       vec2 sums[KVC_MAX_GROUP_BLOCK];
-      for (uint g = 0u; g < KVC_MAX_GROUP_BLOCK; ++g) sums[g] = vec2(0.0);
+      [[unroll]] for (uint g = 0u; g < KVC_MAX_GROUP_BLOCK; ++g) sums[g] = vec2(0.0);
       for (uint b = block * BINS_PER_BLOCK; b < end; ++b) {
         const uint bin = bins[b];
         const float weight = bin == 0u || 2u * bin == push.segment_length ? 1.0 : 2.0;
         const uint state = (kv_head * push.num_bins + b) * HEAD_DIM + 2u * pair;
         const vec2 state_a = value_states[state], state_b = value_states[state + 1u];
-        for (uint g = 0u; g < heads; ++g) {
+        [[unroll]] for (uint g = 0u; g < KVC_MAX_GROUP_BLOCK; ++g) {
+          if (g >= heads) continue;
           const vec2 p = row_spectrum(row0 + g, bin) * weight;
           sums[g] += vec2(dot(state_a, p), dot(state_b, p));
         }
       }
-      for (uint g = 0u; g < heads; ++g) partials[((row0 + g) * push.num_blocks + block) * pairs + pair] = sums[g];
+      [[unroll]] for (uint g = 0u; g < KVC_MAX_GROUP_BLOCK; ++g)
+        if (g < heads) partials[((row0 + g) * push.num_blocks + block) * pairs + pair] = sums[g];
     }
   }
 }

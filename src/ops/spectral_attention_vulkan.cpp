@@ -19,7 +19,7 @@ namespace {
 constexpr uint32_t kWorkgroupSize = 256;
 constexpr uint32_t kSoftmaxWorkgroupSize = 256;  // a power of two
 constexpr uint32_t kSoftmaxChunk = 4096;         // segment logits per softmax workgroup
-constexpr uint32_t kBinsPerBlock = 64;           // bins one value-sum item adds up
+constexpr uint32_t kBinsPerBlock = 16;           // bins one value-sum item adds up (for a whole query group)
 constexpr uint32_t kMaxGroups = 65535;           // the least maxComputeWorkGroupCount[0]; the shaders loop past it
 constexpr size_t kBindingAlignment = 256;        // the largest minStorageBufferOffsetAlignment Vulkan allows
 
