@@ -51,7 +51,7 @@ void print_result(const SoakCase& c, kvc_dtype dtype, kvc::soak::FeedPath path, 
               static_cast<unsigned long long>(r.device_bytes_min), static_cast<unsigned long long>(r.device_bytes_max),
               static_cast<unsigned long long>(r.slots_held_min), static_cast<unsigned long long>(r.slots_held_max),
               static_cast<unsigned long long>(r.refills), mib(r.rss_after_warmup), mib(r.rss_end), mib(r.rss_peak),
-              r.violation.empty() ? "ok" : "FAILED: ", r.violation.c_str());
+              r.violation.empty() ? (r.stopped_at_time_limit ? "ok (stopped at --seconds)" : "ok") : "FAILED: ", r.violation.c_str());
   std::fflush(stdout);
 }
 
@@ -75,6 +75,7 @@ int main(int argc, char** argv) {
   kvc_context_info_get(context.get(), &info);
   std::printf("kvc-soak on %s: %llu decode tokens per run, seed %llu, warm-up max(10%%, two memory periods)\n", info.device_name,
               static_cast<unsigned long long>(options.decode_tokens), static_cast<unsigned long long>(options.seed));
+  std::fflush(stdout);  // a run killed from outside still names its device
 
   int violations = 0;
   for (const SoakCase& c : cases)

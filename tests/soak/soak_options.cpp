@@ -10,7 +10,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: kvc-soak [--tokens N] [--backend cpu|vulkan|auto] [--policies A,B,...] [--dtypes f32,f16]\n"
     "                [--paths host,engine] [--seed N] [--rss-slack-mib N] [--check-interval N]\n"
-    "                [--plant-leak BYTES]\n"
+    "                [--seconds N] [--plant-leak BYTES]\n"
     "  --tokens N          decode tokens per policy, dtype and path (default 1000000)\n"
     "  --backend           cpu (default), vulkan or auto\n"
     "  --policies          STREAMING,H2O,TOVA,TREEKV,FREQKV,FAEDKV,FOURIER (default: all)\n"
@@ -20,6 +20,8 @@ constexpr const char* kUsage =
     "  --seed N            seed of the random K, V and Q (default 1)\n"
     "  --rss-slack-mib N   resident memory growth allowed after the warm-up (default 4)\n"
     "  --check-interval N  tokens between position and resident-memory checks (default 1000)\n"
+    "  --seconds N         a run past N seconds stops at its next check: a pass with fewer tokens\n"
+    "                      when its warm-up is over, else a failure (default: no limit)\n"
     "  --plant-leak BYTES  self-test: keep BYTES of host memory per token; the soak must fail\n";
 
 std::vector<std::string> split(const std::string& list) {
@@ -78,6 +80,7 @@ bool parse_one(const std::string& flag, const char* value, SoakOptions& options)
     return true;
   }
   if (flag == "--check-interval") return parse_count(value, options.check_interval) && options.check_interval > 0;
+  if (flag == "--seconds") return parse_count(value, options.seconds_limit) && options.seconds_limit > 0;
   if (flag == "--plant-leak") return parse_count(value, options.planted_leak_bytes);
   return false;
 }

@@ -26,6 +26,9 @@ struct SoakOptions {
   uint64_t rss_slack_bytes = 4u << 20;
   // Tokens between the checks that cost a read-back: kvc_cache_read's positions and the RSS.
   uint64_t check_interval = 1000;
+  // Wall-clock bound of one run (0: none), so that a run on borrowed time still reports what
+  // it did instead of being killed with nothing printed.
+  uint64_t seconds_limit = 0;
   // Self-test of the detector: the soak itself keeps this many host bytes per decode token,
   // which must make it fail.
   uint64_t planted_leak_bytes = 0;

@@ -33,9 +33,9 @@ class Soak {
   }
 
   SoakResult run() {
-    const auto start = std::chrono::steady_clock::now();
+    start_ = std::chrono::steady_clock::now();
     drive();
-    result_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    result_.seconds = elapsed_seconds();
     return result_;
   }
 
@@ -63,10 +63,20 @@ class Soak {
       if (options_.planted_leak_bytes) planted_leak.emplace_back(options_.planted_leak_bytes, 1);
       if (!check_memory(token)) return;
       const bool last_of_warmup = token + 1 == result_.warmup_tokens;
-      if ((token + 1) % options_.check_interval == 0 || last_of_warmup || token + 1 == options_.decode_tokens)
+      if ((token + 1) % options_.check_interval == 0 || last_of_warmup || token + 1 == options_.decode_tokens) {
         if (!check_positions(token) || !check_resident(token, last_of_warmup)) return;
+        if (options_.seconds_limit && elapsed_seconds() > double(options_.seconds_limit)) {
+          if (token + 1 < result_.warmup_tokens)
+            fail("the time limit of " + std::to_string(options_.seconds_limit) + " s came in the warm-up, at decode token " +
+                 std::to_string(token));
+          result_.stopped_at_time_limit = true;
+          return;
+        }
+      }
     }
   }
+
+  double elapsed_seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
 
   bool feed_prompt() {
     if (!feed_checked(case_.prompt_tokens, "the prompt")) return false;
@@ -159,6 +169,7 @@ class Soak {
   std::vector<std::vector<unsigned char>> outputs_;
   std::vector<int32_t> positions_;
   SoakResult result_;
+  std::chrono::steady_clock::time_point start_;
 };
 
 }  // namespace

@@ -19,6 +19,7 @@ struct SoakResult {
   uint64_t device_bytes_min = 0, device_bytes_max = 0;  // kvc_cache_stats over the steady state
   uint64_t slots_held_min = 0, slots_held_max = 0;
   uint64_t rss_after_warmup = 0, rss_end = 0, rss_peak = 0;  // resident bytes at the checks
+  bool stopped_at_time_limit = false;  // --seconds ended the run after its warm-up
   std::string violation;         // "" when every check passed, else the first failed check
 };
 
