@@ -2,11 +2,14 @@
 // (cmake/Dependencies.cmake) after volk, so VkFFT's Vulkan calls go through volk's loader.
 #include "vulkan/fft.h"
 
+#include <chrono>
+#include <cstdio>
 #include <string>
 
 #include <vkFFT.h>
 
 #include "vulkan/device.h"
+#include "vulkan/profile.h"
 #include "vulkan/recorder.h"
 
 namespace kvc::vk {
@@ -50,7 +53,12 @@ FftPlan::FftPlan(Device& device, const FftShape& shape) : impl_(std::make_unique
   config.commandPool = &impl.pool;
   config.fence = &impl.fence;
   config.bufferSize = &impl.buffer_bytes;
+  const auto planning_start = std::chrono::steady_clock::now();
   const VkFFTResult result = initializeVkFFT(&impl.app, config);
+  // Planning compiles VkFFT's kernels on the host: KVC_PROFILE names that cost too.
+  if (profiling_enabled())
+    std::fprintf(stderr, "kvc profile: planned %s in %.1f ms (host)\n", impl.label.c_str(),
+                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - planning_start).count());
   if (result != VKFFT_SUCCESS) {
     vkDestroyFence(impl.device, impl.fence, nullptr);
     vkDestroyCommandPool(impl.device, impl.pool, nullptr);
