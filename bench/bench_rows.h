@@ -14,7 +14,8 @@ namespace kvc::bench {
 std::unique_ptr<Tensor> make_random(Backend& backend, size_t bytes, Dtype dtype);
 
 // Which rows to time: --quick shrinks every shape (lavapipe, smoke runs); --only keeps the rows
-// whose name contains one of the given strings (a device session times just what changed).
+// whose name contains one of the given strings, or, for the engine rows, whose "name shape"
+// does ("engine_decode faedkv": one policy's rows; a device session times just what changed).
 struct RowOptions {
   bool quick = false;
   std::vector<std::string> only;
@@ -22,7 +23,13 @@ struct RowOptions {
   bool wants(const std::string& row_name) const {
     if (only.empty()) return true;
     for (const std::string& part : only)
-      if (row_name.find(part) != std::string::npos) return true;
+      if (row_name.find(part) != std::string::npos || part.rfind(row_name + " ", 0) == 0) return true;
+    return false;
+  }
+  bool wants(const std::string& row_name, const std::string& shape) const {
+    if (only.empty()) return true;
+    for (const std::string& part : only)
+      if (row_name.find(part) != std::string::npos || (row_name + " " + shape).find(part) != std::string::npos) return true;
     return false;
   }
 };

@@ -80,8 +80,9 @@ double bytes_moved(const EngineShape& shape, uint32_t length, uint32_t n, kvc_po
 
 // Times `measure` into a row; a libkvc call that fails skips the row with its status and message
 // on stderr, and the other rows go on.
-void add_row(Report& report, EngineSession& session, const char* name, std::string shape, double bytes,
-             const std::function<WallTime()>& measure) {
+void add_row(Report& report, EngineSession& session, const RowOptions& options, const char* name, std::string shape,
+             double bytes, const std::function<WallTime()>& measure) {
+  if (!options.wants(name, shape)) return;
   try {
     const WallTime time = measure();
     Row row;
@@ -137,7 +138,7 @@ CachePtr decode_cache(EngineSession& session, const Policy& policy, uint32_t len
   return cache;
 }
 
-void add_decode_rows(EngineSession& session, const EngineSizes& sizes, Report& report) {
+void add_decode_rows(EngineSession& session, const EngineSizes& sizes, const RowOptions& options, Report& report) {
   for (const Policy& policy : {kFull, kFreqKv, kFaedKv, kH2o, kTreeKv})
     for (uint32_t length : sizes.decode_lengths) {
       // FreqKV's fused transform holds windows up to 16K: its row takes the shortest length.
@@ -145,7 +146,7 @@ void add_decode_rows(EngineSession& session, const EngineSizes& sizes, Report& r
       // FAEDKV's issue sets its target at 32K (its CPU reference is too slow for 128K prompts).
       if (policy.policy == KVC_POLICY_FAEDKV && length != sizes.decode_lengths[sizes.decode_lengths.size() / 2]) continue;
       for (EnginePath path : kPaths)
-        add_row(report, session, "engine_decode", shape_text(policy, length, 1, sizes.shape, path),
+        add_row(report, session, options, "engine_decode", shape_text(policy, length, 1, sizes.shape, path),
                 bytes_moved(sizes.shape, length, 1, policy.policy), [&] {
                   CachePtr cache = decode_cache(session, policy, length, sizes.decode_repetitions);
                   return median_wall_us(sizes.decode_repetitions, nullptr,
@@ -157,14 +158,14 @@ void add_decode_rows(EngineSession& session, const EngineSizes& sizes, Report& r
 // A chunk over a cache holding prefill_length - chunk tokens, refilled before every run, so
 // that each run appends and attends the same chunk; SNAPKV's runs end the prefill too (its
 // selection of budget min(1024, L / 4) tokens per layer, the paper's 1024 at L = 32K).
-void add_prefill_rows(EngineSession& session, const EngineSizes& sizes, Report& report) {
+void add_prefill_rows(EngineSession& session, const EngineSizes& sizes, const RowOptions& options, Report& report) {
   const uint32_t length = sizes.prefill_length, chunk = sizes.chunk;
   kvc_window_policy_params snapkv = kvc_window_policy_params_default();
   snapkv.budget = std::min(1024u, length / 4);
   for (const Policy& policy : {kFull, kSnapKv}) {
     const bool selects = policy.policy == KVC_POLICY_SNAPKV;
     for (EnginePath path : kPaths)
-      add_row(report, session, "engine_prefill", shape_text(policy, length, chunk, sizes.shape, path),
+      add_row(report, session, options, "engine_prefill", shape_text(policy, length, chunk, sizes.shape, path),
               bytes_moved(sizes.shape, length, chunk), [&] {
                 CachePtr cache = session.create_cache(policy.policy, length, selects ? &snapkv : nullptr);
                 const auto refill = [&] { session.refill(cache.get(), length - chunk); };
@@ -177,13 +178,13 @@ void add_prefill_rows(EngineSession& session, const EngineSizes& sizes, Report& 
 // FAEDKV's transform of every layer's prompt at kvc_cache_end_prefill, alone: the cache is
 // refilled with the prompt before each run. Its floor reads the middle's K and V once (f16)
 // and writes the kept bins (complex f32).
-void add_end_prefill_rows(EngineSession& session, const EngineSizes& sizes, Report& report) {
+void add_end_prefill_rows(EngineSession& session, const EngineSizes& sizes, const RowOptions& options, Report& report) {
   const uint32_t length = sizes.prefill_length;
   const kvc_faedkv_params params = faedkv_params();
   const EngineShape& shape = sizes.shape;
   const double segment = length - params.sinks - params.recent_window;
   const double bytes = shape.layers * 2.0 * shape.kv_heads * shape.head_dim * (2.0 * segment + 8.0 * faedkv_bins(length));
-  add_row(report, session, "engine_end_prefill", shape_text(kFaedKv, length, 0, shape, EnginePath::Device), bytes, [&] {
+  add_row(report, session, options, "engine_end_prefill", shape_text(kFaedKv, length, 0, shape, EnginePath::Device), bytes, [&] {
     CachePtr cache = session.create_cache(KVC_POLICY_FAEDKV, length, &params);
     return median_wall_us(sizes.prefill_repetitions, [&] { session.refill(cache.get(), length); },
                           [&] { return session.end_prefill(cache.get()); });
@@ -198,9 +199,9 @@ void add_engine_rows(const Timing& timing, const RowOptions& options, Report& re
   if (!decode && !prefill && !end_prefill) return;
   const EngineSizes sizes = sizes_for(timing, options.quick);
   EngineSession session(sizes.shape, sizes.chunk);
-  if (decode) add_decode_rows(session, sizes, report);
-  if (prefill) add_prefill_rows(session, sizes, report);
-  if (end_prefill) add_end_prefill_rows(session, sizes, report);
+  if (decode) add_decode_rows(session, sizes, options, report);
+  if (prefill) add_prefill_rows(session, sizes, options, report);
+  if (end_prefill) add_end_prefill_rows(session, sizes, options, report);
 }
 
 }  // namespace kvc::bench
