@@ -1,8 +1,7 @@
 #version 450
-// Spectral attention, the value sum, pass 2: item (query head, dim pair) adds the blocks'
-// partial sums to the held slots' share and writes query first_query's output (f16 as whole
-// words).
-layout(local_size_x_id = 0) in;
+// Spectral attention, the value sum, pass 2: a query head's blocks' partial sums added to the
+// held slots' share, written as query first_query's output (f16 as whole words).
+layout(local_size_x_id = 0) in;  // at least HEAD_DIM / 2
 layout(constant_id = 1) const uint HEAD_DIM = 128;
 layout(constant_id = 2) const bool OUT_F16 = false;
 
@@ -16,20 +15,28 @@ layout(push_constant) uniform Push {
   uint first_query;
 } push;
 
+const uint PAIRS = HEAD_DIM / 2u;
+shared vec2 sums_s[gl_WorkGroupSize.x];
+
+// Workgroup per row: thread t adds every lanes-th block of pair t % PAIRS (lanes = workgroup /
+// PAIRS threads per pair keep more loads in flight than one thread per pair).
 void main() {
-  const uint pairs = HEAD_DIM / 2u;
-  const uint items = push.rows * pairs;
-  for (uint item = gl_GlobalInvocationID.x; item < items; item += gl_NumWorkGroups.x * gl_WorkGroupSize.x) {
-    const uint pair = item % pairs, row = item / pairs;
-    const uint element = row * HEAD_DIM + 2u * pair;
-    vec2 sum = vec2(held_out[element], held_out[element + 1u]);
-    for (uint block = 0; block < push.num_blocks; ++block) sum += partials[(row * push.num_blocks + block) * pairs + pair];
-    const uint out_element = push.first_query * push.rows * HEAD_DIM + element;
-    if (OUT_F16) {
-      out_words[out_element >> 1] = packHalf2x16(sum);
-    } else {
-      out_words[out_element] = floatBitsToUint(sum.x);
-      out_words[out_element + 1u] = floatBitsToUint(sum.y);
-    }
+  const uint row = gl_WorkGroupID.x, t = gl_LocalInvocationID.x;
+  const uint lanes = gl_WorkGroupSize.x / PAIRS, pair = t % PAIRS, lane = t / PAIRS;
+  vec2 sum = vec2(0.0);
+  if (lane < lanes)
+    for (uint block = lane; block < push.num_blocks; block += lanes) sum += partials[(row * push.num_blocks + block) * PAIRS + pair];
+  sums_s[t] = sum;
+  barrier();
+  if (t >= PAIRS) return;
+  const uint element = row * HEAD_DIM + 2u * pair;
+  sum = vec2(held_out[element], held_out[element + 1u]);
+  for (uint other = 0u; other < lanes; ++other) sum += sums_s[other * PAIRS + pair];
+  const uint out_element = push.first_query * push.rows * HEAD_DIM + element;
+  if (OUT_F16) {
+    out_words[out_element >> 1] = packHalf2x16(sum);
+  } else {
+    out_words[out_element] = floatBitsToUint(sum.x);
+    out_words[out_element + 1u] = floatBitsToUint(sum.y);
   }
 }

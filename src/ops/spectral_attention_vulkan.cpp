@@ -107,7 +107,7 @@ void spectral_attention_vulkan(Backend& backend, const SpectralAttentionShape& s
                       groups_for(uint64_t(shape.num_kv_heads) * blocks * dim / 2));
     const OutputPush output_push{rows, blocks, query};
     recorder.dispatch({"spectral_output", 3, sizeof(OutputPush), {kWorkgroupSize, dim, f16}}, {partials, held, slice(args.out)},
-                      &output_push, groups_for(uint64_t(rows) * dim / 2));
+                      &output_push, rows);
   }
 }
 
