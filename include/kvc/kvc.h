@@ -5,7 +5,11 @@
  * Conventions used by every function below:
  *  - Every call returns a kvc_status. KVC_OK is 0; kvc_status_name() names any status and
  *    kvc_context_last_error() holds the detail of the last failure on that context.
- *  - A call that fails leaves every handle exactly as it was.
+ *  - A call that fails leaves every handle exactly as it was, also when it fails on the device
+ *    (out of memory, a Vulkan error) part way: on Vulkan each call (or step) saves what it
+ *    changes and puts it back unless its work is submitted. The exception is a lost device
+ *    (KVC_ERROR_DEVICE_LOST): from then on the context and its caches and buffers refuse every
+ *    call with that status, except the destroy functions and kvc_context_last_error.
  *  - Descriptors start with `struct_size`: set it to sizeof(the struct) so the ABI can grow.
  *  - Tensors are dense, row-major arrays:
  *      K, V:  [n_tokens][num_kv_heads][head_dim]
@@ -72,6 +76,7 @@ typedef enum kvc_status {
     KVC_ERROR_UNSUPPORTED = 13,     /* valid, but this build or device cannot do it */
     KVC_ERROR_INTERNAL = 14,        /* a bug in libkvc: please report it */
     KVC_TIMEOUT = 15,               /* kvc_step_wait: the step has not finished yet (not an error) */
+    KVC_ERROR_DEVICE_LOST = 16,     /* the Vulkan device was lost: the context refuses all work from then on */
     KVC_STATUS_MAX_ENUM = 0x7fffffff /* keeps the enum 32-bit and any value well-defined */
 } kvc_status;
 
@@ -518,8 +523,10 @@ KVC_API kvc_status kvc_attend_device(kvc_cache* cache, uint32_t layer, uint32_t 
  * scoring, eviction, compression and selection, kvc_cache_end_prefill, buffer reads and
  * writes) on one context into one command buffer, submitted once: between kvc_step_begin and
  * kvc_step_end those calls validate their arguments, update the caches' bookkeeping and record
- * their device work, but run nothing and wait for nothing. A call that fails inside a step
- * records nothing and changes nothing; the step stays valid. Outside a step every call is its
+ * their device work, but run nothing and wait for nothing. A call that fails a check of its
+ * arguments or state inside a step records nothing and changes nothing; the step stays valid.
+ * A call that fails on the device (out of memory, a Vulkan error) breaks the step: kvc_step_end
+ * then submits nothing and puts every cache the step used back as it was at kvc_step_begin. Outside a step every call is its
  * own step, begun, ended and waited for. Host arrays passed inside a step are read during the
  * call; host outputs (kvc_attend's out and scores, kvc_buffer_read) are written when
  * kvc_step_wait returns KVC_OK. kvc_cache_create, kvc_cache_read and kvc_cache_reset are
@@ -549,9 +556,10 @@ KVC_API kvc_status kvc_step_begin_commands(kvc_context* context, void* command_b
 /* Ends the open step: submits libkvc's command buffer without waiting (a step begun with
  * kvc_step_begin), or records the closing barrier into the application's (begun with
  * kvc_step_begin_commands; the application submits it). Fails with KVC_ERROR_BAD_STATE and
- * submits nothing when a call in the step failed after recording part of its work (out of
- * memory, a Vulkan error; argument and state errors record nothing): reset the caches the step
- * used, and do not submit an application's command buffer that holds the step. */
+ * submits nothing when a call in the step failed on the device (out of memory, a Vulkan error;
+ * argument and state errors record nothing), and with the submission's status when the
+ * submission fails; either way every cache the step used is back as it was at kvc_step_begin.
+ * Do not submit an application's command buffer that holds a failed step. */
 KVC_API kvc_status kvc_step_end(kvc_context* context);
 
 /* Waits at most `timeout_ns` nanoseconds (0 polls, UINT64_MAX waits as long as it takes) for

@@ -28,16 +28,24 @@ struct kvc_buffer {
 
 namespace kvc::api {
 
-// Runs `body`; on failure drops the work it had begun to record, records the message (on
-// `context` when there is one, else in `fallback`) and returns the status.
+// Runs `body`; on failure drops the work it had begun to record (restoring what it changed),
+// records the message (on `context` when there is one, else in `fallback`) and returns the
+// status. A context whose device was lost runs nothing more.
 template <typename Body>
 kvc_status guarded(kvc_context* context, std::string* fallback, Body&& body) {
   std::string* sink = context ? &context->last_error : fallback;
+  Backend* backend = context ? context->backend.get() : nullptr;
   const auto fail = [&](kvc_status status, const std::string& message) {
-    if (context && context->backend) context->backend->abandon();
+    if (backend) backend->abandon(status);
+    if (backend && status == KVC_ERROR_DEVICE_LOST) backend->mark_device_lost();
     if (sink) *sink = message;
     return status;
   };
+  if (backend && backend->device_lost()) {
+    *sink = "the context's Vulkan device was lost (VK_ERROR_DEVICE_LOST) in an earlier call: it runs nothing more; destroy its "
+            "caches, buffers and the context, and create a new one";
+    return KVC_ERROR_DEVICE_LOST;
+  }
   try {
     body();
     return KVC_OK;

@@ -29,6 +29,7 @@ const char* kvc_status_name(kvc_status status) {
     case KVC_ERROR_UNSUPPORTED: return "KVC_ERROR_UNSUPPORTED";
     case KVC_ERROR_INTERNAL: return "KVC_ERROR_INTERNAL";
     case KVC_TIMEOUT: return "KVC_TIMEOUT";
+    case KVC_ERROR_DEVICE_LOST: return "KVC_ERROR_DEVICE_LOST";
     default: break;
   }
   return "KVC_ERROR_(unknown status)";

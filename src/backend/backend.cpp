@@ -104,18 +104,46 @@ void Backend::copy_strided(const Tensor& src, size_t src_offset, size_t src_stri
 
 void Backend::submit() {
   require(operation_open_, KVC_ERROR_INTERNAL, "Backend::submit without begin");
+  if (!step_open_ && recorder_) {
+    recorder_->submit();  // on failure the operation stays open: abandon() restores its participants
+    commit();
+    collect_released();
+  }
   operation_open_ = false;
-  if (step_open_ || !recorder_) return;
-  recorder_->submit();
-  collect_released();
 }
 
-void Backend::abandon() {
+void Backend::abandon(kvc_status status) {
   if (!operation_open_) return;
   operation_open_ = false;
   if (!recorder_) return;
-  if (!step_open_) recorder_->discard();
-  else if (recorder_->commands_recorded() > operation_start_) step_broken_ = true;  // else the step is intact
+  if (!step_open_) {
+    recorder_->discard();
+    roll_back();
+    return;
+  }
+  const bool checks_failed = status != KVC_ERROR_OUT_OF_MEMORY && status != KVC_ERROR_VULKAN && status != KVC_ERROR_DEVICE_LOST &&
+                             status != KVC_ERROR_INTERNAL;
+  if (recorder_->commands_recorded() > operation_start_ || !checks_failed) step_broken_ = true;  // else the step is intact
+}
+
+void Backend::enlist(Participant& participant) {
+  if (!recorder_ || std::find(participants_.begin(), participants_.end(), &participant) != participants_.end()) return;
+  participant.save();
+  participants_.push_back(&participant);
+}
+
+void Backend::withdraw(Participant& participant) {
+  participants_.erase(std::remove(participants_.begin(), participants_.end(), &participant), participants_.end());
+}
+
+void Backend::commit() {
+  for (Participant* participant : participants_) participant->forget_saved();
+  participants_.clear();
+}
+
+void Backend::roll_back() {
+  for (Participant* participant : participants_) participant->restore();
+  participants_.clear();
 }
 
 void Backend::begin_step(void* external) {
@@ -134,12 +162,20 @@ void Backend::end_step() {
   if (!recorder_) return;
   if (step_broken_) {
     recorder_->discard();
+    roll_back();
     throw Error(KVC_ERROR_BAD_STATE,
-                "a call in this step failed after recording part of its work (see its error): nothing was submitted; "
-                "reset the caches the step used");
+                "a call in this step failed part way (see its error): nothing was submitted, and every cache the step used is "
+                "back as it was at kvc_step_begin");
   }
   external_pending_ = recorder_->external();
-  recorder_->end();
+  try {
+    recorder_->end();
+  } catch (const Error&) {
+    external_pending_ = false;
+    roll_back();
+    throw;
+  }
+  commit();
 }
 
 bool Backend::wait_step(uint64_t timeout_ns) {

@@ -3,6 +3,13 @@
 // step that records, submits and waits; inside a step (begin_step ... end_step, the public
 // kvc_step_*) it only records, and the step's one submission runs every operation's work in
 // order. On the CPU everything runs at once and submissions are no-ops.
+//
+// On Vulkan an operation (outside a step) or a step is a transaction: what it changes on the
+// host while recording (a cache's bookkeeping, its policy's state) belongs to device work that
+// runs only if the submission happens. Each Participant that an operation changes joins
+// (enlist) and saves its state first; when the work is not submitted (a failure part way, a
+// failed submission) every participant gets its saved state back, so a failed call changes
+// nothing; once submitted, the saved states are dropped.
 #pragma once
 
 #include <cstddef>
@@ -27,6 +34,16 @@ struct BufferSlice;
 }  // namespace vk
 
 class Tensor;
+
+// Host state that recorded device work changes (see the top of this file).
+class Participant {
+ public:
+  virtual void save() = 0;          // keeps a copy of the state
+  virtual void restore() = 0;       // puts the copy back and drops it
+  virtual void forget_saved() = 0;  // drops the copy
+ protected:
+  ~Participant() = default;
+};
 
 enum class BackendKind { Cpu, Vulkan };
 
@@ -83,15 +100,27 @@ class Backend {
   void copy_strided(const Tensor& src, size_t src_offset, size_t src_stride, Tensor& dst, size_t dst_offset,
                     size_t dst_stride, size_t bytes, uint32_t count);
   void submit();
-  // An operation failed after begin(): its partial work is dropped, and a step it was
-  // recorded in can no longer be submitted.
-  void abandon();
+  // An operation failed with `status` after begin(): its partial work is dropped and, outside
+  // a step, its participants restored. Inside a step, a failure that recorded work or came
+  // from the device's resources (memory, Vulkan: anything but a check of the arguments or
+  // state, which records and changes nothing) breaks the step: it can no longer be submitted.
+  void abandon(kvc_status status);
+  // `participant` joins the open operation, or the open step, saving its state on joining.
+  // On the CPU, where work runs at once, there is nothing to join.
+  void enlist(Participant& participant);
+  // A participant that goes away (a destroyed cache) leaves the step it joined.
+  void withdraw(Participant& participant);
+  // A Vulkan call returned VK_ERROR_DEVICE_LOST: nothing on the device can be trusted or run
+  // any more. The API refuses every call on the context from then on.
+  void mark_device_lost() { device_lost_ = true; }
+  bool device_lost() const { return device_lost_; }
 
   // Steps: many operations, one submission. `external` is an application's VkCommandBuffer in
   // the recording state (passed as void*: no Vulkan types here), or null for libkvc's own.
   void begin_step(void* external);
   // Submits libkvc's command buffer without waiting, or closes the application's; throws
-  // KVC_ERROR_BAD_STATE (submitting nothing) when an operation failed mid-recording.
+  // KVC_ERROR_BAD_STATE (submitting nothing, every participant restored) when the step broke,
+  // and the submission's error (every participant restored) when it failed.
   void end_step();
   // True once the last ended step finished on the device (its read-backs delivered).
   bool wait_step(uint64_t timeout_ns);
@@ -119,6 +148,9 @@ class Backend {
   void release(std::unique_ptr<vk::Buffer> buffer);
   // Frees what release() kept, once no recorded work can use it.
   void collect_released();
+  // The transaction's end: saved states dropped (its work was submitted) or put back.
+  void commit();
+  void roll_back();
 
   BackendKind kind_;
   std::unique_ptr<vk::Device> device_;
@@ -132,6 +164,8 @@ class Backend {
   uint64_t operation_start_ = 0;   // commands the step held when the operation began
   bool step_broken_ = false;       // an operation failed after recording part of its work
   bool external_pending_ = false;  // an application's command buffer may still run our work
+  bool device_lost_ = false;
+  std::vector<Participant*> participants_;  // joined the open operation or step
 };
 
 // Bytes that live on one backend: host memory on the CPU, a device-local buffer on Vulkan.
@@ -171,9 +205,10 @@ struct View {
 
 inline View view(Tensor& tensor, size_t offset = 0) { return View{&tensor, offset}; }
 
-// `tensor`, replaced by a new one when it holds fewer than `bytes` (contents are not kept; the
-// old buffer lives on while recorded work uses it).
-inline Tensor& ensure(std::unique_ptr<Tensor>& tensor, Backend& backend, size_t bytes) {
+// `tensor` (a unique or shared owner), replaced by a new one when it holds fewer than `bytes`
+// (contents are not kept; the old buffer lives on while recorded work or a saved state uses it).
+template <typename Owner>
+inline Tensor& ensure(Owner& tensor, Backend& backend, size_t bytes) {
   if (!tensor || tensor->bytes() < bytes) tensor = std::make_unique<Tensor>(backend, bytes);
   return *tensor;
 }

@@ -48,8 +48,29 @@ void Cache::allocate_storage(LayerState& layer, uint32_t slot_stride) {
   layer.slot_stride = slot_stride;
 }
 
-void Cache::replace_storage(uint32_t layer_index, std::unique_ptr<Tensor> k, std::unique_ptr<Tensor> v,
-                            std::unique_ptr<Tensor> positions, uint32_t slot_stride) {
+Cache::~Cache() { backend_.withdraw(*this); }
+
+void Cache::save() {
+  saved_ = std::make_unique<SavedState>(SavedState{layers_, policy_->clone(), compressions_, query_input_, attend_output_, attend_scores_});
+}
+
+void Cache::restore() {
+  layers_ = std::move(saved_->layers);
+  policy_ = std::move(saved_->policy);
+  compressions_ = saved_->compressions;
+  query_input_ = std::move(saved_->query_input);
+  attend_output_ = std::move(saved_->attend_output);
+  attend_scores_ = std::move(saved_->attend_scores);
+  saved_.reset();
+}
+
+void Cache::begin_change() {
+  backend_.begin();
+  backend_.enlist(*this);
+}
+
+void Cache::replace_storage(uint32_t layer_index, std::shared_ptr<Tensor> k, std::shared_ptr<Tensor> v,
+                            std::shared_ptr<Tensor> positions, uint32_t slot_stride) {
   LayerState& layer = layers_[layer_index];
   layer.k = std::move(k);
   layer.v = std::move(v);
@@ -106,7 +127,7 @@ void Cache::append_host(uint32_t layer_index, uint32_t n_tokens, const void* k, 
   require_finite(v, config_.dtype, elements, "v");
   // Staged as they come; the append scatters them to the cache's layout on the device.
   const size_t bytes = elements * dtype_size(config_.dtype);
-  backend_.begin();
+  begin_change();
   Tensor& k_staged = backend_.scratch(ScratchId::AppendKeys, bytes);
   Tensor& v_staged = backend_.scratch(ScratchId::AppendValues, bytes);
   backend_.upload(k, bytes, k_staged, 0);
@@ -116,7 +137,7 @@ void Cache::append_host(uint32_t layer_index, uint32_t n_tokens, const void* k, 
 }
 
 void Cache::append_device(uint32_t layer_index, uint32_t n_tokens, View k, View v) {
-  backend_.begin();
+  begin_change();
   record_append(layer_index, n_tokens, k, v);
   backend_.submit();
 }
@@ -172,7 +193,7 @@ void Cache::attend_host(uint32_t layer_index, uint32_t n_queries, const void* q,
 
   const size_t q_bytes = q_elements * dtype_size(config_.dtype);
   const size_t score_bytes = size_t(config_.num_kv_heads) * layers_[layer_index].slots_held * sizeof(float);
-  backend_.begin();
+  begin_change();
   Tensor& q_dev = ensure(query_input_, backend_, q_bytes);
   Tensor& out_dev = ensure(attend_output_, backend_, q_bytes);
   backend_.upload(q, q_bytes, q_dev, 0);
@@ -185,7 +206,7 @@ void Cache::attend_host(uint32_t layer_index, uint32_t n_queries, const void* q,
 }
 
 void Cache::attend_device(uint32_t layer_index, uint32_t n_queries, View q, View out, View scores) {
-  backend_.begin();
+  begin_change();
   const View policy_scores = record_attention(layer_index, n_queries, q, out, scores);
   finish_attend(layer_index, n_queries, q, policy_scores);
   backend_.submit();
@@ -210,7 +231,7 @@ void Cache::finish_attend(uint32_t layer_index, uint32_t n_queries, View q, View
 }
 
 void Cache::end_prefill() {
-  backend_.begin();
+  begin_change();
   policy_->end_prefill(*this);
   backend_.submit();
 }
@@ -237,8 +258,14 @@ void Cache::read(uint32_t layer_index, uint32_t max_slots, void* k, void* v, int
 
 void Cache::reset() {
   const uint32_t slot_stride = policy_->slots_allocated();
-  for (LayerState& layer : layers_) {
-    if (layer.slot_stride != slot_stride) allocate_storage(layer, slot_stride);  // a compacted layer grows back
+  // A compacted layer grows back: all of the new storage is allocated before anything changes,
+  // so an allocation that fails leaves the cache as it was.
+  std::vector<LayerState> grown(layers_.size());
+  for (size_t index = 0; index < layers_.size(); ++index)
+    if (layers_[index].slot_stride != slot_stride) allocate_storage(grown[index], slot_stride);
+  for (size_t index = 0; index < layers_.size(); ++index) {
+    LayerState& layer = layers_[index];
+    if (grown[index].k) replace_storage(uint32_t(index), grown[index].k, grown[index].v, grown[index].positions, slot_stride);
     layer.slots_held = 0;
     layer.last_append = 0;
     layer.tokens_seen = 0;

@@ -18,9 +18,10 @@
 namespace kvc {
 
 struct LayerState {
-  std::unique_ptr<Tensor> k;          // [num_kv_heads][slot_stride][head_dim], before RoPE
-  std::unique_ptr<Tensor> v;          // [num_kv_heads][slot_stride][head_dim]
-  std::unique_ptr<Tensor> positions;  // int32 [num_kv_heads][slot_stride]
+  // Shared with the state a transaction saved (Backend::enlist), never with another cache.
+  std::shared_ptr<Tensor> k;          // [num_kv_heads][slot_stride][head_dim], before RoPE
+  std::shared_ptr<Tensor> v;          // [num_kv_heads][slot_stride][head_dim]
+  std::shared_ptr<Tensor> positions;  // int32 [num_kv_heads][slot_stride]
   uint32_t slot_stride = 0;           // slots allocated per kv head (fewer once compacted)
   uint32_t slots_held = 0;            // the same for every kv head
   uint32_t last_append = 0;           // tokens of the latest append: the queries attend may take
@@ -28,9 +29,12 @@ struct LayerState {
   uint64_t tokens_seen = 0;           // tokens appended so far
 };
 
-class Cache {
+class Cache : public Participant {
  public:
   Cache(Backend& backend, const CacheConfig& config);
+  ~Cache();
+  Cache(const Cache&) = delete;
+  Cache& operator=(const Cache&) = delete;
 
   // Throw unless `layer` can take an append of n_tokens (or an attend of n_queries) now: the
   // checks that need no data (layer, counts, capacity, size limits), run before any input is read.
@@ -57,8 +61,8 @@ class Cache {
   const LayerState& layer(uint32_t index) const { return layers_[index]; }
   // Gives `layer` new storage of `slot_stride` slots per kv head (a policy that compacted it
   // into them); the old storage lives on while recorded work still reads it.
-  void replace_storage(uint32_t layer, std::unique_ptr<Tensor> k, std::unique_ptr<Tensor> v,
-                       std::unique_ptr<Tensor> positions, uint32_t slot_stride);
+  void replace_storage(uint32_t layer, std::shared_ptr<Tensor> k, std::shared_ptr<Tensor> v,
+                       std::shared_ptr<Tensor> positions, uint32_t slot_stride);
   // The shape of attention by n_queries newest tokens over everything `layer` holds.
   ops::AttentionShape attention_shape(uint32_t layer, uint32_t n_queries) const;
   // The running attend call's Q on the backend: [n_queries][num_q_heads][head_dim].
@@ -69,7 +73,22 @@ class Cache {
   uint64_t compressions() const { return compressions_; }
   void count_compression() { ++compressions_; }
 
+  // Participant: the layers' bookkeeping and storage, the policy's state, the compression
+  // count and the host path's tensors, which is all an append, attend or end of prompt changes
+  // on the host.
+  void save() override;
+  void restore() override;
+  void forget_saved() override { saved_.reset(); }
+
  private:
+  struct SavedState {
+    std::vector<LayerState> layers;
+    std::unique_ptr<Policy> policy;
+    uint64_t compressions = 0;
+    std::shared_ptr<Tensor> query_input, attend_output, attend_scores;
+  };
+  // backend_.begin(), joining the operation (or step) as a participant.
+  void begin_change();
   void check_layer(uint32_t layer) const;
   void allocate_storage(LayerState& layer, uint32_t slot_stride);
   // Records the scatter of a chunk into `layer` and its bookkeeping.
@@ -85,11 +104,13 @@ class Cache {
   std::unique_ptr<Policy> policy_;
   std::vector<LayerState> layers_;
   std::unique_ptr<Tensor> rope_turns_;
-  std::unique_ptr<Tensor> query_input_;   // the host path's Q, staged
-  std::unique_ptr<Tensor> attend_output_; // the host path's output, then read back
-  std::unique_ptr<Tensor> attend_scores_;
+  // Grown on demand, and saved with the state: a failed call leaves the memory held as it was.
+  std::shared_ptr<Tensor> query_input_;   // the host path's Q, staged
+  std::shared_ptr<Tensor> attend_output_; // the host path's output, then read back
+  std::shared_ptr<Tensor> attend_scores_;
   View attend_queries_;
   uint64_t compressions_ = 0;
+  std::unique_ptr<SavedState> saved_;
 };
 
 }  // namespace kvc

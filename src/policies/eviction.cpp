@@ -102,7 +102,7 @@ void EvictionPolicy::after_attend(Cache& cache, uint32_t layer, View scores) {
   shape.tree_span = capacity - settings_.sinks - settings_.recent_windows[layer];
   shape.tree_first = steps.tree_index;
   if (shape.evictions == 0 && !needs_scores()) return;  // StreamingLLM: nothing to do until full
-  const auto optional = [](const std::unique_ptr<Tensor>& tensor) { return tensor ? view(*tensor) : View{}; };
+  const auto optional = [](const std::shared_ptr<Tensor>& tensor) { return tensor ? view(*tensor) : View{}; };
   ops::eviction_step(cache.backend(), shape,
                      {view(*state.k), view(*state.v), view(*state.positions), scores, optional(steps.score_sums),
                       optional(steps.score_counts)});
@@ -118,7 +118,7 @@ void EvictionPolicy::after_attend(Cache& cache, uint32_t layer, View scores) {
 
 size_t EvictionPolicy::device_bytes_held() const {
   size_t total = 0;
-  const auto add = [&](const std::unique_ptr<Tensor>& tensor) { total += tensor ? tensor->bytes() : 0; };
+  const auto add = [&](const std::shared_ptr<Tensor>& tensor) { total += tensor ? tensor->bytes() : 0; };
   for (const LayerSteps& steps : layers_) add(steps.score_sums), add(steps.score_counts);
   for (const auto* tensor : {&window_queries_, &window_out_, &window_scores_, &prefill_scratch_, &spare_k_, &spare_v_}) add(*tensor);
   return total;

@@ -34,6 +34,7 @@ EvictionSettings validate_eviction_params(const CacheConfig& config);
 class EvictionPolicy : public Policy {
  public:
   explicit EvictionPolicy(const CacheConfig& config);
+  std::unique_ptr<Policy> clone() const override { return std::make_unique<EvictionPolicy>(*this); }
   uint32_t slots_allocated() const override;
   void check_append(const Cache& cache, uint32_t layer, uint32_t n_tokens) const override;
   // Slots 0..held-1 hold ranks 0..held-1, so an appended token's rank is its slot.
@@ -47,7 +48,7 @@ class EvictionPolicy : public Policy {
   // Per layer: S and C on the device (allocated at the layer's first step), and what the host
   // knows: tokens already scored, and TreeKV's scope index idx - 1.
   struct LayerSteps {
-    std::unique_ptr<Tensor> score_sums, score_counts;
+    std::shared_ptr<Tensor> score_sums, score_counts;
     uint64_t scored_through = 0;
     uint32_t tree_index = 0;
   };
@@ -60,7 +61,7 @@ class EvictionPolicy : public Policy {
   // TreeKV prefill buffers, shared by the layers: the observation window's queries, output
   // and scores, the op's scratch, and a spare K and V the compacted layer is written to (then
   // swapped with the layer's, so the spare always holds some layer's old storage).
-  std::unique_ptr<Tensor> window_queries_, window_out_, window_scores_, prefill_scratch_, spare_k_, spare_v_;
+  std::shared_ptr<Tensor> window_queries_, window_out_, window_scores_, prefill_scratch_, spare_k_, spare_v_;
 };
 
 }  // namespace kvc

@@ -23,6 +23,7 @@ class FaedKvPolicy : public Policy {
  public:
   // kept_chunks: per layer, per chunk, whether the chunk is kept.
   FaedKvPolicy(const CacheConfig& config, const kvc_faedkv_params& params, std::vector<std::vector<bool>> kept_chunks);
+  std::unique_ptr<Policy> clone() const override { return std::make_unique<FaedKvPolicy>(*this); }
 
   uint32_t slots_allocated() const override { return capacity_; }
   void check_append(const Cache& cache, uint32_t layer, uint32_t n_tokens) const override;
@@ -39,9 +40,9 @@ class FaedKvPolicy : public Policy {
  private:
   struct LayerSpectrum {
     std::vector<uint32_t> bins;
-    std::unique_ptr<Tensor> bin_table;  // uint32 [bins]
-    std::unique_ptr<Tensor> bin_map;    // ops::spectral_bin_map
-    std::unique_ptr<Tensor> key_states, value_states;  // f32 (re, im) [num_kv_heads][bins][head_dim]
+    std::shared_ptr<Tensor> bin_table;  // uint32 [bins]
+    std::shared_ptr<Tensor> bin_map;    // ops::spectral_bin_map
+    std::shared_ptr<Tensor> key_states, value_states;  // f32 (re, im) [num_kv_heads][bins][head_dim]
     uint32_t segment_length = 0;        // M
     uint64_t folded = 0;                // N: tokens in the state (M after the prompt)
     uint32_t ring_start = 0;            // the window's oldest token is at slot sinks + ring_start
@@ -49,7 +50,7 @@ class FaedKvPolicy : public Policy {
   };
 
   struct KeptStorage {
-    std::unique_ptr<Tensor> k, v, positions;  // the sinks and the recent window
+    std::shared_ptr<Tensor> k, v, positions;  // the sinks and the recent window
   };
   // Allocates `layer`'s spectrum and kept storage and records their filling; changes nothing.
   void transform_prompt(Cache& cache, uint32_t layer, LayerSpectrum& spectrum, KeptStorage& kept) const;
@@ -61,7 +62,7 @@ class FaedKvPolicy : public Policy {
   std::vector<std::vector<bool>> kept_chunks_;
   CacheConfig config_;  // policy_params is not read after creation
   std::vector<LayerSpectrum> spectra_;  // empty until the prompt ends
-  std::unique_ptr<Tensor> sink_indices_;  // uint32 [num_kv_heads][sinks]: 0 .. S-1, for ops::compact
+  std::shared_ptr<Tensor> sink_indices_;  // uint32 [num_kv_heads][sinks]: 0 .. S-1, for ops::compact
 };
 
 // The chunks kept without a table: the lowest frequencies, max(1, round(r C)) of them.

@@ -409,11 +409,11 @@ bool FourierPolicy::read(Cache& cache, uint32_t layer_index, void* k, void* v, i
 
 size_t FourierPolicy::device_bytes_held() const {
   size_t total = 0;
-  for (const std::unique_ptr<Tensor>* tensor : {&identity_dims_, &sink_indices_, &bins_, &all_coefficients_, &all_affine_, &squared_error_})
+  for (const std::shared_ptr<Tensor>* tensor : {&identity_dims_, &sink_indices_, &bins_, &all_coefficients_, &all_affine_, &squared_error_})
     total += *tensor ? (*tensor)->bytes() : 0;
   for (const LayerMiddle& middle : layers_)
     for (const MiddlePart* part : {&middle.key, &middle.value})
-      for (const std::unique_ptr<Tensor>* tensor : {&part->caller_dims, &part->chosen_dims, &part->coefficients, &part->affine, &part->packed})
+      for (const std::shared_ptr<Tensor>* tensor : {&part->caller_dims, &part->chosen_dims, &part->coefficients, &part->affine, &part->packed})
         total += *tensor ? (*tensor)->bytes() : 0;
   return total;
 }

@@ -40,6 +40,7 @@ class FourierPolicy : public Policy {
  public:
   FourierPolicy(const CacheConfig& config, const kvc_fourier_params& params, std::vector<FourierDimsPlan> key_plans,
                 std::vector<FourierDimsPlan> value_plans);
+  std::unique_ptr<Policy> clone() const override { return std::make_unique<FourierPolicy>(*this); }
 
   uint32_t slots_allocated() const override { return capacity_; }
   void check_append(const Cache& cache, uint32_t layer, uint32_t n_tokens) const override;
@@ -71,11 +72,11 @@ class FourierPolicy : public Policy {
   // K's or V's compressed middle.
   struct MiddlePart {
     uint32_t compressed = 0;                 // dims per kv head
-    std::unique_ptr<Tensor> caller_dims;     // the caller's table, or null
-    std::unique_ptr<Tensor> chosen_dims;     // sec. 3.4's choice, made at compression
-    std::unique_ptr<Tensor> coefficients;    // f32 [num_kv_heads][2N][compressed]
-    std::unique_ptr<Tensor> affine;          // f32 [num_kv_heads][2][compressed]
-    std::unique_ptr<Tensor> packed;          // [num_kv_heads][middle_capacity][head_dim - compressed]
+    std::shared_ptr<Tensor> caller_dims;     // the caller's table, or null
+    std::shared_ptr<Tensor> chosen_dims;     // sec. 3.4's choice, made at compression
+    std::shared_ptr<Tensor> coefficients;    // f32 [num_kv_heads][2N][compressed]
+    std::shared_ptr<Tensor> affine;          // f32 [num_kv_heads][2][compressed]
+    std::shared_ptr<Tensor> packed;          // [num_kv_heads][middle_capacity][head_dim - compressed]
 
     Tensor& dims() const { return caller_dims ? *caller_dims : *chosen_dims; }
   };
@@ -102,14 +103,14 @@ class FourierPolicy : public Policy {
   std::vector<FourierDimsPlan> key_plans_, value_plans_;
   std::vector<LayerMiddle> layers_;
   bool prefill_ended_ = false;
-  std::unique_ptr<Tensor> identity_dims_;  // uint32 [num_kv_heads][head_dim]: 0 .. head_dim - 1
-  std::unique_ptr<Tensor> sink_indices_;   // uint32 [num_kv_heads][sinks]: 0 .. S-1, for ops::compact
-  std::unique_ptr<Tensor> bins_;           // uint32 0 .. max(middle capacity, N) - 1: the factorized route's DFT bins
+  std::shared_ptr<Tensor> identity_dims_;  // uint32 [num_kv_heads][head_dim]: 0 .. head_dim - 1
+  std::shared_ptr<Tensor> sink_indices_;   // uint32 [num_kv_heads][sinks]: 0 .. S-1, for ops::compact
+  std::shared_ptr<Tensor> bins_;           // uint32 0 .. max(middle capacity, N) - 1: the factorized route's DFT bins
   std::shared_ptr<void> attention_plan_;   // ops::fourier_attention_prepare: the decode step's transforms
   std::shared_ptr<void> compression_plan_; // ops::hippo_fourier_prepare: the prompt's, kept so ending one plans nothing
   // Every dim's coefficients, affine maps and errors while a middle is compressed (kept for the
   // next layer's compression).
-  std::unique_ptr<Tensor> all_coefficients_, all_affine_, squared_error_;
+  std::shared_ptr<Tensor> all_coefficients_, all_affine_, squared_error_;
 };
 
 // The parameters config.policy_params points to (NULL: the paper's), checked, and each layer's

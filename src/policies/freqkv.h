@@ -20,6 +20,7 @@ namespace kvc {
 class FreqKvPolicy : public Policy {
  public:
   FreqKvPolicy(const CacheConfig& config, const kvc_freqkv_params& params);
+  std::unique_ptr<Policy> clone() const override { return std::make_unique<FreqKvPolicy>(*this); }
 
   uint32_t slots_allocated() const override { return window_; }
   void check_append(const Cache& cache, uint32_t layer, uint32_t n_tokens) const override;

@@ -10,6 +10,7 @@ class FullPolicy : public Policy {
   explicit FullPolicy(const CacheConfig& config) : capacity_(config.capacity) {}
   uint32_t slots_allocated() const override { return capacity_; }
   void check_append(const Cache& cache, uint32_t layer, uint32_t n_tokens) const override;
+  std::unique_ptr<Policy> clone() const override { return std::make_unique<FullPolicy>(*this); }
   int32_t position_for_slot(const Cache& cache, uint32_t layer, uint32_t slot, uint64_t token_index) const override;
 
  private:

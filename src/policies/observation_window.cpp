@@ -149,7 +149,7 @@ void WindowPolicy::end_prefill(Cache& cache) {
   const CacheConfig& shape = cache.config();
   struct Selection {
     uint32_t layer, budget, slot_stride;
-    std::unique_ptr<Tensor> k, v, positions;  // the storage compacted into
+    std::shared_ptr<Tensor> k, v, positions;  // the storage compacted into
   };
   std::vector<Selection> selections;
   for (uint32_t layer = 0; layer < shape.num_layers; ++layer) {

@@ -40,6 +40,7 @@ WindowPolicyConfig window_policy_config(const CacheConfig& config);
 class WindowPolicy : public Policy {
  public:
   WindowPolicy(const CacheConfig& cache_config, WindowPolicyConfig config);
+  std::unique_ptr<Policy> clone() const override { return std::make_unique<WindowPolicy>(*this); }
   uint32_t slots_allocated() const override { return capacity_; }
   void check_append(const Cache& cache, uint32_t layer, uint32_t n_tokens) const override;
   int32_t position_for_slot(const Cache& cache, uint32_t layer, uint32_t slot, uint64_t token_index) const override;
@@ -68,7 +69,7 @@ class WindowPolicy : public Policy {
   SelectionWorkspace workspace_;
   // [num_layers][window][num_q_heads][head_dim] in the cache dtype, and one layer's window of
   // queries in order, oldest first, as the selection reads them.
-  std::unique_ptr<Tensor> query_rings_, window_q_;
+  std::shared_ptr<Tensor> query_rings_, window_q_;
 };
 
 }  // namespace kvc

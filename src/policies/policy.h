@@ -25,6 +25,10 @@ class Policy {
  public:
   virtual ~Policy() = default;
 
+  // A copy of the policy's state, for a transaction to put back (Cache::save): host fields are
+  // copied, device tensors shared (work that never ran left them as they were).
+  virtual std::unique_ptr<Policy> clone() const = 0;
+
   // Slots each layer allocates (the most it ever holds, transient slots included).
   virtual uint32_t slots_allocated() const = 0;
 

@@ -29,11 +29,11 @@ WorkspaceBytes workspace_bytes(const SelectionShape& shape) {
 
 }  // namespace
 
-void SelectionWorkspace::grow(std::unique_ptr<Tensor>& tensor, Backend& backend, size_t bytes) {
+void SelectionWorkspace::grow(std::shared_ptr<Tensor>& tensor, Backend& backend, size_t bytes) {
   if (!tensor || tensor->bytes() < bytes || &tensor->backend() != &backend) tensor = std::make_unique<Tensor>(backend, bytes);
 }
 
-Tensor& SelectionWorkspace::reserved(const std::unique_ptr<Tensor>& tensor, size_t bytes) {
+Tensor& SelectionWorkspace::reserved(const std::shared_ptr<Tensor>& tensor, size_t bytes) {
   require(tensor && tensor->bytes() >= bytes, KVC_ERROR_INTERNAL, "selection workspace used before reserve() for this shape");
   return *tensor;
 }

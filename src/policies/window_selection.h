@@ -55,10 +55,10 @@ class SelectionWorkspace {
   size_t bytes_held() const;
 
  private:
-  static void grow(std::unique_ptr<Tensor>& tensor, Backend& backend, size_t bytes);
+  static void grow(std::shared_ptr<Tensor>& tensor, Backend& backend, size_t bytes);
   // The reserved tensor, checked to hold `bytes`.
-  static Tensor& reserved(const std::unique_ptr<Tensor>& tensor, size_t bytes);
-  std::unique_ptr<Tensor> cumulative_, pooled_, hits_, kept_;
+  static Tensor& reserved(const std::shared_ptr<Tensor>& tensor, size_t bytes);
+  std::shared_ptr<Tensor> cumulative_, pooled_, hits_, kept_;
 };
 
 }  // namespace kvc

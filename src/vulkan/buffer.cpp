@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "vulkan/device.h"
+#include "vulkan/faults.h"
 
 namespace kvc::vk {
 
@@ -23,14 +24,16 @@ Buffer::Buffer(Device& device, VkDeviceSize size, MemoryKind kind) : device_(dev
           : device.memory_type(requirements.memoryTypeBits,
                                VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
                                VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
-  const VkResult result = vkAllocateMemory(device.device(), &alloc, nullptr, &memory_);
+  VkResult result = faults::injected(faults::Op::AllocateMemory);
+  if (result == VK_SUCCESS) result = vkAllocateMemory(device.device(), &alloc, nullptr, &memory_);
   if (result != VK_SUCCESS) {
     vkDestroyBuffer(device.device(), buffer_, nullptr);
     check(result, "vkAllocateMemory");
   }
   vkBindBufferMemory(device.device(), buffer_, memory_, 0);
   if (kind == MemoryKind::HostVisible) {
-    const VkResult map_result = vkMapMemory(device.device(), memory_, 0, VK_WHOLE_SIZE, 0, &mapped_);
+    VkResult map_result = faults::injected(faults::Op::MapMemory);
+    if (map_result == VK_SUCCESS) map_result = vkMapMemory(device.device(), memory_, 0, VK_WHOLE_SIZE, 0, &mapped_);
     if (map_result != VK_SUCCESS) {
       vkDestroyBuffer(device.device(), buffer_, nullptr);
       vkFreeMemory(device.device(), memory_, nullptr);

@@ -9,10 +9,29 @@
 #include <vkFFT.h>
 
 #include "vulkan/device.h"
+#include "vulkan/faults.h"
 #include "vulkan/profile.h"
 #include "vulkan/recorder.h"
 
 namespace kvc::vk {
+namespace {
+
+// VkFFT's failures as a kvc_status: a shape it has no kernels for is unsupported; a failed
+// host or Vulkan allocation is out of memory; any other failed Vulkan call is a Vulkan error.
+kvc_status plan_failure_status(VkFFTResult result) {
+  switch (result) {
+    case VKFFT_ERROR_MALLOC_FAILED:
+    case VKFFT_ERROR_FAILED_TO_ALLOCATE:
+    case VKFFT_ERROR_FAILED_TO_ALLOCATE_MEMORY:
+    case VKFFT_ERROR_FAILED_TO_ALLOCATE_COMMAND_BUFFERS:
+    case VKFFT_ERROR_FAILED_TO_ALLOCATE_DESCRIPTOR_SETS:
+      return KVC_ERROR_OUT_OF_MEMORY;
+    default:
+      return result >= VKFFT_ERROR_FAILED_TO_ALLOCATE ? KVC_ERROR_VULKAN : KVC_ERROR_UNSUPPORTED;
+  }
+}
+
+}  // namespace
 
 struct FftPlan::Impl {
   VkFFTApplication app{};
@@ -54,7 +73,9 @@ FftPlan::FftPlan(Device& device, const FftShape& shape) : impl_(std::make_unique
   config.fence = &impl.fence;
   config.bufferSize = &impl.buffer_bytes;
   const auto planning_start = std::chrono::steady_clock::now();
-  const VkFFTResult result = initializeVkFFT(&impl.app, config);
+  // initializeVkFFT releases what it made before it fails.
+  const VkFFTResult result = faults::injected(faults::Op::CreatePipeline) != VK_SUCCESS ? VKFFT_ERROR_FAILED_TO_CREATE_PIPELINE
+                                                                                        : initializeVkFFT(&impl.app, config);
   // Planning compiles VkFFT's kernels on the host: KVC_PROFILE names that cost too.
   if (profiling_enabled())
     std::fprintf(stderr, "kvc profile: planned %s in %.1f ms (host)\n", impl.label.c_str(),
@@ -62,8 +83,8 @@ FftPlan::FftPlan(Device& device, const FftShape& shape) : impl_(std::make_unique
   if (result != VKFFT_SUCCESS) {
     vkDestroyFence(impl.device, impl.fence, nullptr);
     vkDestroyCommandPool(impl.device, impl.pool, nullptr);
-    throw Error(KVC_ERROR_UNSUPPORTED, "VkFFT cannot plan " + std::to_string(shape.batch) + " transforms of length " +
-                                           std::to_string(shape.length) + " (VkFFTResult " + std::to_string(static_cast<int>(result)) + ")");
+    throw Error(plan_failure_status(result), "VkFFT cannot plan " + std::to_string(shape.batch) + " transforms of length " +
+                                                 std::to_string(shape.length) + " (VkFFTResult " + std::to_string(static_cast<int>(result)) + ")");
   }
 }
 

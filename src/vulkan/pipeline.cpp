@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "vulkan/device.h"
+#include "vulkan/faults.h"
 #include "vulkan/shader_registry.h"
 
 namespace kvc::vk {
@@ -54,7 +55,8 @@ Pipeline::Pipeline(Device& device, VkPipelineCache cache, const KernelSpec& spec
   info.stage.pName = "main";
   info.stage.pSpecializationInfo = &specialization;
   info.layout = layout_;
-  const VkResult result = vkCreateComputePipelines(vk_device, cache, 1, &info, nullptr, &pipeline_);
+  VkResult result = faults::injected(faults::Op::CreatePipeline);
+  if (result == VK_SUCCESS) result = vkCreateComputePipelines(vk_device, cache, 1, &info, nullptr, &pipeline_);
   vkDestroyShaderModule(vk_device, module, nullptr);
   if (result != VK_SUCCESS) {
     vkDestroyPipelineLayout(vk_device, layout_, nullptr);

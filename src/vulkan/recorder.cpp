@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "vulkan/device.h"
+#include "vulkan/faults.h"
 #include "vulkan/profile.h"
 #include "vulkan/staging.h"
 
@@ -122,6 +123,11 @@ void Recorder::fill(BufferSlice dst, VkDeviceSize bytes, uint32_t word) {
   vkCmdFillBuffer(commands(), dst.buffer->handle(), dst.offset, bytes, word);
 }
 
+VkResult Recorder::allocate_from(const VkDescriptorSetAllocateInfo& alloc, VkDescriptorSet& set) {
+  const VkResult injected = faults::injected(faults::Op::AllocateDescriptorSet);
+  return injected != VK_SUCCESS ? injected : vkAllocateDescriptorSets(device_.device(), &alloc, &set);
+}
+
 VkDescriptorSet Recorder::allocate_set(VkDescriptorSetLayout layout) {
   VkDescriptorSetAllocateInfo alloc{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
   alloc.descriptorSetCount = 1;
@@ -129,7 +135,7 @@ VkDescriptorSet Recorder::allocate_set(VkDescriptorSetLayout layout) {
   VkDescriptorSet set = VK_NULL_HANDLE;
   for (; current_pool_ < descriptor_pools_.size(); ++current_pool_) {
     alloc.descriptorPool = descriptor_pools_[current_pool_];
-    const VkResult result = vkAllocateDescriptorSets(device_.device(), &alloc, &set);
+    const VkResult result = allocate_from(alloc, set);
     if (result == VK_SUCCESS) return set;
     if (result != VK_ERROR_OUT_OF_POOL_MEMORY && result != VK_ERROR_FRAGMENTED_POOL)
       check(result, "vkAllocateDescriptorSets");
@@ -144,7 +150,7 @@ VkDescriptorSet Recorder::allocate_set(VkDescriptorSetLayout layout) {
   descriptor_pools_.push_back(pool);
   current_pool_ = descriptor_pools_.size() - 1;
   alloc.descriptorPool = pool;
-  check(vkAllocateDescriptorSets(device_.device(), &alloc, &set), "vkAllocateDescriptorSets");
+  check(allocate_from(alloc, set), "vkAllocateDescriptorSets");
   return set;
 }
 
@@ -213,13 +219,16 @@ void Recorder::end() {
   info.commandBufferCount = 1;
   info.pCommandBuffers = &commands_;
   check(vkResetFences(device_.device(), 1, &fence_), "vkResetFences");
-  check(vkQueueSubmit(device_.queue(), 1, &info, fence_), "vkQueueSubmit");
+  VkResult result = faults::injected(faults::Op::QueueSubmit);
+  if (result == VK_SUCCESS) result = vkQueueSubmit(device_.queue(), 1, &info, fence_);
+  check(result, "vkQueueSubmit");
   in_flight_ = true;
 }
 
 bool Recorder::wait(uint64_t timeout_ns) {
   if (!in_flight_) return true;
-  const VkResult result = vkWaitForFences(device_.device(), 1, &fence_, VK_TRUE, timeout_ns);
+  VkResult result = faults::injected(faults::Op::WaitForFences);
+  if (result == VK_SUCCESS) result = vkWaitForFences(device_.device(), 1, &fence_, VK_TRUE, timeout_ns);
   if (result == VK_TIMEOUT) return false;
   check(result, "vkWaitForFences");
   in_flight_ = false;

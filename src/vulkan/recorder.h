@@ -77,6 +77,7 @@ class Recorder {
   void barrier(VkPipelineStageFlags dst_stages, VkAccessFlags dst_access);
   VkCommandBuffer commands() const { return external_ ? external_ : commands_; }
   VkDescriptorSet allocate_set(VkDescriptorSetLayout layout);
+  VkResult allocate_from(const VkDescriptorSetAllocateInfo& alloc, VkDescriptorSet& set);
 
   struct Readback {
     BufferSlice staging;

@@ -29,6 +29,7 @@ void check(VkResult result, const char* what) {
                               std::to_string(static_cast<int>(result)) + ")";
   if (result == VK_ERROR_OUT_OF_HOST_MEMORY || result == VK_ERROR_OUT_OF_DEVICE_MEMORY)
     throw Error(KVC_ERROR_OUT_OF_MEMORY, message);
+  if (result == VK_ERROR_DEVICE_LOST) throw Error(KVC_ERROR_DEVICE_LOST, message);
   throw Error(KVC_ERROR_VULKAN, message);
 }
 

@@ -12,7 +12,8 @@ namespace kvc::vk {
 
 const char* result_name(VkResult result);
 
-// Throws Error(KVC_ERROR_VULKAN or KVC_ERROR_OUT_OF_MEMORY) naming `what` unless result is VK_SUCCESS.
+// Throws Error(KVC_ERROR_VULKAN, KVC_ERROR_OUT_OF_MEMORY or KVC_ERROR_DEVICE_LOST) naming `what`
+// unless result is VK_SUCCESS.
 void check(VkResult result, const char* what);
 
 }  // namespace kvc::vk

@@ -35,7 +35,7 @@ __all__ = [
     "Error", "InvalidArgumentError", "NullPointerError", "OutOfRangeError", "DTypeMismatchError",
     "NotFiniteError", "BadStateError", "CapacityError", "BufferTooSmallError", "NoVulkanLoaderError",
     "NoDeviceError", "VulkanError", "OutOfMemoryError", "UnsupportedError", "InternalError",
-    "Backend", "DType", "Policy", "RopeStyle", "EvictionParams", "WindowParams", "FreqKVParams", "FaedKVParams",
+    "DeviceLostError", "Backend", "DType", "Policy", "RopeStyle", "EvictionParams", "WindowParams", "FreqKVParams", "FaedKVParams",
     "FourierParams", "ContextInfo", "CacheStats", "Context", "Cache", "Buffer", "BufferView", "version",
     "RECENT_WINDOW_DEFAULT", "DECODE_SLOTS_DEFAULT",
 ]
@@ -87,10 +87,11 @@ VulkanError = _error_class("VulkanError", 11, "A Vulkan call failed; the message
 OutOfMemoryError = _error_class("OutOfMemoryError", 12, "Host or device memory exhausted.")
 UnsupportedError = _error_class("UnsupportedError", 13, "Valid, but this build or device cannot do it.")
 InternalError = _error_class("InternalError", 14, "A bug in libkvc: please report it.")
+DeviceLostError = _error_class("DeviceLostError", 16, "The Vulkan device was lost; the context refuses all work.")
 _ERRORS = {cls.status: cls for cls in (
     InvalidArgumentError, NullPointerError, OutOfRangeError, DTypeMismatchError, NotFiniteError, BadStateError,
     CapacityError, BufferTooSmallError, NoVulkanLoaderError, NoDeviceError, VulkanError, OutOfMemoryError,
-    UnsupportedError, InternalError)}
+    UnsupportedError, InternalError, DeviceLostError)}
 
 
 def _raise_for(status: int, message: str) -> None:

@@ -28,6 +28,7 @@ pub const KVC_ERROR_OUT_OF_MEMORY: kvc_status = 12;
 pub const KVC_ERROR_UNSUPPORTED: kvc_status = 13;
 pub const KVC_ERROR_INTERNAL: kvc_status = 14;
 pub const KVC_TIMEOUT: kvc_status = 15;
+pub const KVC_ERROR_DEVICE_LOST: kvc_status = 16;
 
 pub type kvc_backend = i32;
 pub const KVC_BACKEND_AUTO: kvc_backend = 0;

@@ -73,6 +73,7 @@ pub enum Status {
     OutOfMemory,
     Unsupported,
     Internal,
+    DeviceLost,
     /// A value this crate does not know (a newer libkvc).
     Other(i32),
 }
@@ -94,6 +95,7 @@ impl Status {
             sys::KVC_ERROR_OUT_OF_MEMORY => Status::OutOfMemory,
             sys::KVC_ERROR_UNSUPPORTED => Status::Unsupported,
             sys::KVC_ERROR_INTERNAL => Status::Internal,
+            sys::KVC_ERROR_DEVICE_LOST => Status::DeviceLost,
             other => Status::Other(other),
         }
     }
@@ -115,6 +117,7 @@ impl Status {
             Status::OutOfMemory => sys::KVC_ERROR_OUT_OF_MEMORY,
             Status::Unsupported => sys::KVC_ERROR_UNSUPPORTED,
             Status::Internal => sys::KVC_ERROR_INTERNAL,
+            Status::DeviceLost => sys::KVC_ERROR_DEVICE_LOST,
             Status::Other(raw) => raw,
         }
     }
