@@ -7,6 +7,7 @@
 
 #include "vulkan/pipeline.h"
 #include "vulkan/staging.h"
+#include "vulkan/validation_log.h"
 
 namespace kvc::vk {
 namespace {
@@ -97,6 +98,7 @@ std::unique_ptr<Device> Device::create(const DeviceOptions& options) {
   messenger_info.pfnUserCallback = &Device::on_validation_message;
   messenger_info.pUserData = self.get();
   if (validation) {
+    instance_info.pNext = &messenger_info;  // also reports what vkCreateInstance and vkDestroyInstance find
     instance_info.enabledLayerCount = 1;
     instance_info.ppEnabledLayerNames = layers;
     instance_info.enabledExtensionCount = 1;
@@ -231,9 +233,11 @@ VKAPI_ATTR VkBool32 VKAPI_CALL Device::on_validation_message(VkDebugUtilsMessage
                                                              const VkDebugUtilsMessengerCallbackDataEXT* data,
                                                              void* user) {
   auto* self = static_cast<Device*>(user);
+  const char* text = data && data->pMessage ? data->pMessage : "";
+  record_validation_message(text);
   self->validation_messages_.fetch_add(1);
   std::lock_guard<std::mutex> lock(self->message_mutex_);
-  self->last_validation_message_ = data && data->pMessage ? data->pMessage : "";
+  self->last_validation_message_ = text;
   return VK_FALSE;
 }
 

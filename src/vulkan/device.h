@@ -59,7 +59,8 @@ class Device {
   PipelineCache& pipelines() { return *pipelines_; }
   Staging& staging() { return *staging_; }
 
-  // Validation-layer warnings and errors reported since creation (0 without validation).
+  // Validation-layer warnings and errors reported since creation (0 without validation); each
+  // is also recorded process-wide, with its text (vulkan/validation_log.h).
   uint32_t validation_messages() const { return validation_messages_.load(); }
   std::string last_validation_message() const;
 
