@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "vulkan/pipeline.h"
@@ -223,21 +224,12 @@ uint32_t Device::memory_type(uint32_t type_bits, VkMemoryPropertyFlags required,
   return fallback;
 }
 
-std::string Device::last_validation_message() const {
-  std::lock_guard<std::mutex> lock(message_mutex_);
-  return last_validation_message_;
-}
-
 VKAPI_ATTR VkBool32 VKAPI_CALL Device::on_validation_message(VkDebugUtilsMessageSeverityFlagBitsEXT,
                                                              VkDebugUtilsMessageTypeFlagsEXT,
                                                              const VkDebugUtilsMessengerCallbackDataEXT* data,
                                                              void* user) {
-  auto* self = static_cast<Device*>(user);
-  const char* text = data && data->pMessage ? data->pMessage : "";
-  record_validation_message(text);
-  self->validation_messages_.fetch_add(1);
-  std::lock_guard<std::mutex> lock(self->message_mutex_);
-  self->last_validation_message_ = text;
+  static_cast<Device*>(user)->validation_messages_.fetch_add(1);
+  record_validation_message(data && data->pMessage ? data->pMessage : "");
   return VK_FALSE;
 }
 
