@@ -1,5 +1,6 @@
 // libFuzzer entry point: every input runs a sequence of C API calls (call_sequence.h) on a
-// fresh context of the backend KVC_FUZZ_BACKEND names: cpu (the default), vulkan or auto.
+// fresh context of the backend KVC_FUZZ_BACKEND names: cpu (the default), vulkan or auto. With
+// KVC_VALIDATION=1 (scripts/fuzz.sh's Vulkan run) a validation-layer message is a finding.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <cstdlib>
@@ -7,6 +8,7 @@
 
 #include "call_sequence.h"
 #include "check.h"
+#include "vulkan/validation_log.h"
 
 namespace {
 
@@ -32,5 +34,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* bytes, size_t size) {
     calls.run(data);
   }
   kvc_context_destroy(context);
+  // After the destruction, which reports objects left alive.
+  if (kvc::vk::validation_messages_in_process() != 0)
+    kvc::fuzz::report_finding("the validation layer reported:", kvc::vk::first_validation_messages().front().c_str());
   return 0;
 }

@@ -2,7 +2,8 @@
 # Builds the API fuzzer (fuzz/, clang with libFuzzer, ASan and UBSan) into build-fuzz/ and runs
 # it from the seeds in fuzz/corpus/: `scripts/fuzz.sh [seconds]` fuzzes the CPU backend for
 # that long (default 120), then, when a Vulkan device (lavapipe in CI) is there, the Vulkan
-# backend for KVC_FUZZ_VULKAN_SECONDS (default 20). Any finding fails the script; libFuzzer
+# backend for KVC_FUZZ_VULKAN_SECONDS (default 20), under the validation layer (a message is a
+# finding). Any finding fails the script; libFuzzer
 # saves its input under build-fuzz/findings/ (replay: build-fuzz/fuzz/kvc_api_fuzzer FILE).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,8 +30,8 @@ if vulkaninfo --summary >/dev/null 2>&1; then
   # Under ASan one of the seeds' long sequences takes lavapipe about 20 s, so the Vulkan run
   # starts from nothing and keeps inputs short (a few calls each). Mesa's llvmpipe leaks a few
   # bytes per instance in a module it unloads, which LeakSanitizer would report: libkvc's
-  # leaks are checked on the CPU backend.
-  ASAN_OPTIONS=detect_leaks=0 fuzz "$vulkan_seconds" vulkan -max_len=48 -timeout=120 -detect_leaks=0
+  # leaks are checked on the CPU backend. KVC_VALIDATION=1: every input's context validates.
+  KVC_VALIDATION=1 ASAN_OPTIONS=detect_leaks=0 fuzz "$vulkan_seconds" vulkan -max_len=48 -timeout=120 -detect_leaks=0
 else
   echo "== no Vulkan device: the Vulkan backend is not fuzzed"
 fi

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "vulkan/pipeline.h"
 #include "vulkan/staging.h"
+#include "vulkan/validation_log.h"
 
 namespace kvc::vk {
 namespace {
@@ -97,6 +99,7 @@ std::unique_ptr<Device> Device::create(const DeviceOptions& options) {
   messenger_info.pfnUserCallback = &Device::on_validation_message;
   messenger_info.pUserData = self.get();
   if (validation) {
+    instance_info.pNext = &messenger_info;  // also reports what vkCreateInstance and vkDestroyInstance find
     instance_info.enabledLayerCount = 1;
     instance_info.ppEnabledLayerNames = layers;
     instance_info.enabledExtensionCount = 1;
@@ -221,19 +224,12 @@ uint32_t Device::memory_type(uint32_t type_bits, VkMemoryPropertyFlags required,
   return fallback;
 }
 
-std::string Device::last_validation_message() const {
-  std::lock_guard<std::mutex> lock(message_mutex_);
-  return last_validation_message_;
-}
-
 VKAPI_ATTR VkBool32 VKAPI_CALL Device::on_validation_message(VkDebugUtilsMessageSeverityFlagBitsEXT,
                                                              VkDebugUtilsMessageTypeFlagsEXT,
                                                              const VkDebugUtilsMessengerCallbackDataEXT* data,
                                                              void* user) {
-  auto* self = static_cast<Device*>(user);
-  self->validation_messages_.fetch_add(1);
-  std::lock_guard<std::mutex> lock(self->message_mutex_);
-  self->last_validation_message_ = data && data->pMessage ? data->pMessage : "";
+  static_cast<Device*>(user)->validation_messages_.fetch_add(1);
+  record_validation_message(data && data->pMessage ? data->pMessage : "");
   return VK_FALSE;
 }
 

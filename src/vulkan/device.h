@@ -5,7 +5,6 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "vulkan/vk.h"
@@ -59,9 +58,11 @@ class Device {
   PipelineCache& pipelines() { return *pipelines_; }
   Staging& staging() { return *staging_; }
 
-  // Validation-layer warnings and errors reported since creation (0 without validation).
+  // Whether this device's instance runs the validation layer (never for Device::wrap).
+  bool validating() const { return messenger_ != VK_NULL_HANDLE; }
+  // Validation-layer warnings and errors reported since creation (0 without validation); each
+  // is also recorded process-wide, with its text (vulkan/validation_log.h).
   uint32_t validation_messages() const { return validation_messages_.load(); }
-  std::string last_validation_message() const;
 
  private:
   Device() = default;
@@ -85,8 +86,6 @@ class Device {
   std::unique_ptr<PipelineCache> pipelines_;
   std::unique_ptr<Staging> staging_;
   std::atomic<uint32_t> validation_messages_{0};
-  mutable std::mutex message_mutex_;
-  std::string last_validation_message_;
 };
 
 }  // namespace kvc::vk

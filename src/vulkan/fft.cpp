@@ -31,6 +31,24 @@ kvc_status plan_failure_status(VkFFTResult result) {
   }
 }
 
+// VkFFT 1.2.26 (Debian 12's, the version cmake/Dependencies.cmake patches) plans the inverse
+// convolution of a Bluestein axis that takes more than one upload (a large prime length such
+// as 5003) into inverseBluesteinAxes[axis][1..], and its deleteVkFFT never deletes those: each
+// left a pipeline, its layouts, a descriptor pool and set alive until vkDestroyDevice, where
+// the validation layer reported them. Later VkFFT deletes them in deleteVkFFT, the same way.
+// deleteAxis zeroes what it destroys and leaves the twiddle table to the forward axis that
+// owns it (referenceLUT); an axis never planned holds null handles.
+void delete_inverse_bluestein_axes(VkFFTApplication& app) {
+  for (VkFFTPlan* plan : {app.localFFTPlan, app.localFFTPlan_inverse}) {
+    if (!plan) continue;
+    for (uint64_t axis = 0; axis < app.configuration.FFTdim; ++axis) {
+      if (!app.useBluesteinFFT[axis]) continue;
+      for (uint64_t upload = 1; upload < plan->numAxisUploads[axis]; ++upload)
+        deleteAxis(&app, &plan->inverseBluesteinAxes[axis][upload]);
+    }
+  }
+}
+
 }  // namespace
 
 struct FftPlan::Impl {
@@ -89,6 +107,7 @@ FftPlan::FftPlan(Device& device, const FftShape& shape) : impl_(std::make_unique
 }
 
 FftPlan::~FftPlan() {
+  delete_inverse_bluestein_axes(impl_->app);
   deleteVkFFT(&impl_->app);
   vkDestroyFence(impl_->device, impl_->fence, nullptr);
   vkDestroyCommandPool(impl_->device, impl_->pool, nullptr);

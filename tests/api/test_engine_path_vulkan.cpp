@@ -21,6 +21,7 @@
 
 #include "support/engine_paths.h"
 #include "vulkan/device.h"
+#include "vulkan/validation_log.h"
 
 namespace kvc {
 namespace {
@@ -397,9 +398,11 @@ class Application {
   static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT, VkDebugUtilsMessageTypeFlagsEXT,
                                                    const VkDebugUtilsMessengerCallbackDataEXT* data, void* user) {
     auto* self = static_cast<Application*>(user);
+    const char* text = data && data->pMessage ? data->pMessage : "";
+    vk::record_validation_message(text);  // fails the run as libkvc's own instances' messages do
     self->messages_.fetch_add(1);
     std::lock_guard<std::mutex> lock(self->mutex_);
-    self->last_message_ = data && data->pMessage ? data->pMessage : "";
+    self->last_message_ = text;
     return VK_FALSE;
   }
 

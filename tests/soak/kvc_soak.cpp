@@ -1,7 +1,8 @@
 // kvc-soak (issue 16): a long decode through every policy that bounds memory, on the CPU
 // backend or a Vulkan device, checking that device bytes and host memory stay flat after a
 // warm-up, every output is finite, positions are what kvc.h documents and tokens_seen counts.
-// One line per policy, dtype and path; exits 1 on any violation. docs/reliability.md, "Soak".
+// One line per policy, dtype and path; exits 1 on any violation, a validation-layer message
+// (KVC_VALIDATION=1) included. docs/reliability.md, "Soak".
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -12,6 +13,7 @@
 #include "soak/soak_cases.h"
 #include "soak/soak_options.h"
 #include "soak/soak_run.h"
+#include "vulkan/validation_log.h"
 
 namespace {
 
@@ -23,6 +25,14 @@ struct ContextDeleter {
 };
 
 double mib(uint64_t bytes) { return double(bytes) / (1 << 20); }
+
+// Validation-layer messages the context has seen (0 on the CPU backend or without validation).
+uint32_t validation_messages(kvc_context* context) {
+  kvc_context_info info{};
+  info.struct_size = sizeof(info);
+  kvc_context_info_get(context, &info);
+  return info.validation_messages;
+}
 
 // The cases --policies names, in the order given; an unknown name is an error.
 bool select_cases(const SoakOptions& options, std::vector<SoakCase>& selected) {
@@ -81,7 +91,12 @@ int main(int argc, char** argv) {
   for (const SoakCase& c : cases)
     for (kvc_dtype dtype : options.dtypes)
       for (kvc::soak::FeedPath path : options.paths) {
-        const kvc::soak::SoakResult result = kvc::soak::run_soak(context.get(), c, dtype, path, options);
+        const uint32_t messages_before = validation_messages(context.get());
+        kvc::soak::SoakResult result = kvc::soak::run_soak(context.get(), c, dtype, path, options);
+        const uint32_t messages = validation_messages(context.get()) - messages_before;
+        if (messages != 0 && result.violation.empty())
+          result.violation = std::to_string(messages) + " validation-layer messages; the process's first: " +
+                             kvc::vk::first_validation_messages().front();
         print_result(c, dtype, path, result);
         violations += !result.violation.empty();
       }

@@ -9,10 +9,11 @@ namespace kvc::test {
 ContextPtr make_context(kvc_backend backend) {
   kvc_context_desc desc = kvc_context_desc_default();
   desc.backend = backend;
-  desc.flags = backend == KVC_BACKEND_VULKAN ? KVC_CONTEXT_VALIDATION : 0;
+  const ValidationMode validation = validation_mode();
+  desc.flags = backend == KVC_BACKEND_VULKAN && validation != ValidationMode::off ? KVC_CONTEXT_VALIDATION : 0;
   kvc_context* context = nullptr;
   kvc_status status = kvc_context_create(&desc, &context);
-  if (status == KVC_ERROR_UNSUPPORTED) {  // validation layer not installed
+  if (status == KVC_ERROR_UNSUPPORTED && validation == ValidationMode::when_installed) {  // no validation layer
     desc.flags = 0;
     status = kvc_context_create(&desc, &context);
   }

@@ -19,7 +19,7 @@ struct CacheDeleter {
 using ContextPtr = std::unique_ptr<kvc_context, ContextDeleter>;
 using CachePtr = std::unique_ptr<kvc_cache, CacheDeleter>;
 
-// A context on `backend` (VULKAN with validation when the layer is installed); null when
+// A context on `backend` (VULKAN with validation as test::validation_mode() says); null when
 // that backend is unavailable here.
 ContextPtr make_context(kvc_backend backend);
 CachePtr make_cache(kvc_context* context, const kvc_cache_desc& desc);

@@ -24,11 +24,21 @@ std::vector<unsigned char> encode(std::vector<float>& values, Dtype dtype);
 std::vector<float> decode(const std::vector<unsigned char>& bytes, Dtype dtype);
 
 Backend& cpu_backend();
-// The Vulkan backend all GPU tests share (validation layer on when installed), or nullptr.
+// Whether the tests' Vulkan contexts run the validation layer, from KVC_VALIDATION: unset, when
+// it is installed; "0", never (a quicker run); anything else (CI: 1), always, and a missing
+// layer fails the run. Device::create also reads it, so contexts made without the flag
+// validate too.
+enum class ValidationMode { when_installed, off, required };
+ValidationMode validation_mode();
+
+// The Vulkan backend all GPU tests share (validation as validation_mode() says), or nullptr.
 Backend* vulkan_backend();
-// Validation-layer messages seen so far on the shared Vulkan backend, with the last one.
+// Destroys the shared backend (at the end of the run, so that what its destruction reports,
+// such as objects never destroyed, is counted); vulkan_backend() is null afterwards.
+void destroy_vulkan_backend();
+// Validation-layer messages seen so far on the shared Vulkan backend (the whole process's are
+// in vulkan/validation_log.h).
 uint32_t validation_messages();
-std::string last_validation_message();
 
 std::unique_ptr<Tensor> make_tensor(Backend& backend, const void* data, size_t bytes);
 // A tensor of `bytes` filled with NaN words (0x7fc00000 / 0x7e00 pairs), so unwritten outputs fail.
