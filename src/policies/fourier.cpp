@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <numeric>
 #include <string>
 
 #include "cache/cache.h"
@@ -153,9 +152,6 @@ void FourierPolicy::allocate_device_state(Backend& backend) {
   for (size_t i = 0; i < sinks.size(); ++i) sinks[i] = uint32_t(i % sinks_);
   identity_dims_ = table(identity);
   if (sinks_ > 0) sink_indices_ = table(sinks);
-  std::vector<uint32_t> bins(std::max(middle_capacity(), num_states_));
-  std::iota(bins.begin(), bins.end(), 0u);
-  bins_ = table(bins);
   for (uint32_t layer = 0; layer < config_.num_layers; ++layer) {
     layers_[layer].key.compressed = key_plans_[layer].compressed;
     layers_[layer].value.compressed = value_plans_[layer].compressed;
@@ -324,7 +320,7 @@ bool FourierPolicy::record_attention(Cache& cache, uint32_t layer_index, uint32_
                          {q, view(*layer.k), view(*layer.v), view(*layer.positions), cache.turn_table(), view(*middle.key.packed),
                           view(*middle.value.packed), view(middle.key.dims()), view(middle.value.dims()),
                           view(*middle.key.coefficients), view(*middle.value.coefficients), view(*middle.key.affine),
-                          view(*middle.value.affine), out, view(*bins_)});
+                          view(*middle.value.affine), out});
   return true;
 }
 
@@ -401,7 +397,7 @@ bool FourierPolicy::read(Cache& cache, uint32_t layer_index, void* k, void* v, i
 
 size_t FourierPolicy::device_bytes_held() const {
   size_t total = 0;
-  for (const std::unique_ptr<Tensor>* tensor : {&identity_dims_, &sink_indices_, &bins_, &all_coefficients_, &all_affine_, &squared_error_})
+  for (const std::unique_ptr<Tensor>* tensor : {&identity_dims_, &sink_indices_, &all_coefficients_, &all_affine_, &squared_error_})
     total += *tensor ? (*tensor)->bytes() : 0;
   for (const LayerMiddle& middle : layers_)
     for (const MiddlePart* part : {&middle.key, &middle.value})

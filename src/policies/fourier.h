@@ -102,7 +102,6 @@ class FourierPolicy : public Policy {
   bool prefill_ended_ = false;
   std::unique_ptr<Tensor> identity_dims_;  // uint32 [num_kv_heads][head_dim]: 0 .. head_dim - 1
   std::unique_ptr<Tensor> sink_indices_;   // uint32 [num_kv_heads][sinks]: 0 .. S-1, for ops::compact
-  std::unique_ptr<Tensor> bins_;           // uint32 0 .. max(middle capacity, N) - 1: the factorized route's DFT bins
   std::shared_ptr<void> attention_plan_;   // ops::fourier_attention_prepare: the decode step's transforms
   // Every dim's coefficients, affine maps and errors while a middle is compressed (kept for the
   // next layer's compression).
