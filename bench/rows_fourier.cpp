@@ -5,7 +5,6 @@
 // factorized route the policy takes and by the fused one) beside a FULL decode step over the
 // same L (no RoPE in either: FOURIER takes rotated keys).
 #include <algorithm>
-#include <numeric>
 #include <string>
 
 #include "bench_rows.h"
@@ -123,9 +122,6 @@ void add_decode_rows(Backend& backend, const Timing& timing, const RowOptions& o
     state_of_layer.push_back(index);
   }
 
-  std::vector<uint32_t> bin_values(std::max(middle_capacity, setting.states));
-  std::iota(bin_values.begin(), bin_values.end(), 0u);
-  auto bins = upload_table(backend, bin_values);
   for (auto [name, route] : {std::pair{"fourier_decode_step", ops::FourierAttentionRoute::Factorized},
                              std::pair{"fourier_decode_step_fused", ops::FourierAttentionRoute::Fused}}) {
     if (!options.wants(name)) continue;
@@ -160,8 +156,7 @@ void add_decode_rows(Backend& backend, const Timing& timing, const RowOptions& o
         ops::fourier_attention(backend, shape,
                                {view(*q), view(*k), view(*v), view(*positions), View{}, view(*state.key_packed),
                                 view(*state.value_packed), view(*dims), view(*dims), view(*state.key_coefficients),
-                                view(*state.value_coefficients), view(*state.key_affine), view(*state.value_affine), view(*out),
-                                view(*bins)});
+                                view(*state.value_coefficients), view(*state.key_affine), view(*state.value_affine), view(*out)});
       }
     });
     // What must be read once: the full rows, the packed dims and the coefficients.

@@ -63,10 +63,7 @@ enum class ScratchId : uint32_t {
   AppendKeys,    // a host append's K, staged on the device
   AppendValues,  // and its V
   SpectralAttentionWork,  // spectral_attention's bin products and held slots' share
-  FourierQueryCoefficients,  // fourier_attention (factorized): C_k q per query head, and its offsets' dot
-  FourierKeySpectrum,        // ... F^T of those: the compressed dims' logits
-  FourierProbabilities,      // ... the middle's probabilities as (p, 0) pairs
-  FourierValueSpectrum,      // ... F of those
+  FourierHeadTerms,       // fourier_attention (factorized): per query head, its offsets' dot and largest middle logit
   HippoFourierSpectrum,      // hippo_fourier_project (Transform): the segment's bins 0 .. N - 1
   Count
 };

@@ -8,9 +8,10 @@
 // (appendix D): each workgroup rebuilds a tile of middle tokens in shared memory and attends to
 // it, O(L N' (|D^kc| + |D^vc|)) work. Factorized (the issue's): the compressed dims' logits are
 // F^T (C_k q~) + b, one DFT of 2N values per query head evaluated at the L middle tokens, and
-// their values' share is C_v^T (F p), one DFT of the L probabilities at N bins (both through
-// ops/segment_spectrum, VkFFT), so the work is O(T log T + L |D^u|) per query head; the
-// uncompressed dims and the full rows are read once per kv head. Factorized takes no RoPE.
+// their values' share is C_v^T (F p), one DFT of the L probabilities at N bins (both VkFFT
+// transforms of length T, two query heads per complex sequence since both signals are real), so
+// the work is O(T log T + L |D^u|) per query head; the uncompressed dims and the full rows are
+// read once per kv head, by a flash-decoding split and merge. Factorized takes no RoPE.
 #pragma once
 
 #include <cstdint>
@@ -34,7 +35,7 @@ struct FourierAttentionShape {
   uint32_t num_middle = 0;       // middle tokens (0: attention over the full rows only)
   uint32_t middle_stride = 0;    // rows per kv head of k_middle and v_middle
   uint32_t num_states = 0;       // N
-  uint32_t window_length = 0;    // T
+  uint32_t window_length = 0;    // T >= 2N (Factorized)
   uint32_t k_compressed = 0;     // |D^kc| per kv head, < head_dim
   uint32_t v_compressed = 0;     // |D^vc|
   Dtype dtype = Dtype::F32;      // of q, k, v, the middle rows and out
@@ -53,7 +54,6 @@ struct FourierAttentionArgs {
   View k_coefficients, v_coefficients;   // f32 [num_kv_heads][2N][k_compressed] (resp. v_compressed)
   View k_affine, v_affine;               // f32 [num_kv_heads][2][k_compressed] (resp. v_compressed)
   View out;                              // [num_q_heads][head_dim]
-  View bins;                             // uint32 0, 1, ..., max(num_middle, N) - 1: Factorized only
 };
 
 // Outside a submission, before the first Factorized call of this shape's num_q_heads and

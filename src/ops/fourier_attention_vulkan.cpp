@@ -1,13 +1,16 @@
 // Vulkan FourierAttention decode. Fused: shaders/fourier_attention_decode.comp writes one
 // partial per (query head, split), attention_merge combines them, as flash-decoding does.
-// Factorized: fourier_query_coefficients, a segment_spectrum (F^T a), fourier_logits,
-// fourier_softmax, a segment_spectrum (F p), fourier_values and fourier_values_final.
+// Factorized, flash-decoding's split and merge around two VkFFT transforms of one sequence per
+// pair of query heads (their plan's buffer W holds every step's spectrum, logits and weights in
+// turn): fourier_query_coefficients (W = the pairs' a), the inverse transform (F^T a),
+// fourier_partials (the full rows' and the middle's partials; W = the middle's logits),
+// fourier_middle_weights (W = their weights), the forward transform (F w),
+// fourier_value_partials (the compressed dims' share) and attention_merge.
 #include <algorithm>
 #include <cmath>
 
 #include "ops/fourier_attention.h"
 #include "ops/rotated_reads_vulkan.h"
-#include "ops/segment_spectrum.h"
 #include "vulkan/fft.h"
 
 namespace kvc::ops {
@@ -23,15 +26,34 @@ constexpr uint32_t kSharedBudget = 32 * 1024; // bytes: lavapipe's maxComputeSha
 // work spreads over as many workgroups as there are tiles, up to a few per SM of a large GPU.
 constexpr uint32_t kTargetGroups = 512;
 constexpr uint32_t kMergeWorkgroup = 128;     // attention_merge's (a power of two)
-constexpr uint32_t kFactorWorkgroup = 128;    // a power of two: the reductions' workgroups
-constexpr uint32_t kLogitsWorkgroup = 64;     // tokens per workgroup of fourier_logits
-constexpr uint32_t kValueChunkTokens = 256;   // tokens per workgroup of fourier_values
+// The factorized route's kernels. fourier_partials: kFactorWorkgroup threads (the shader's
+// MAX_WORDS assumes 256) stage tiles of at most kPartialsMaxTile tokens in kPartialsTileFloats
+// floats (its MAX_TILE, TILE_FLOATS); its workgroups, like attention_decode's, about 512 (4 per
+// SM of an H100), where that kernel ran fastest. The others' blocks are their shaders' ROWS,
+// POINTS and BINS.
+constexpr uint32_t kFactorWorkgroup = 256;
+constexpr uint32_t kMaxFactorGroupBlock = 8;  // KVC_MAX_GROUP_BLOCK
+constexpr uint32_t kPartialsTileFloats = 4096;
+constexpr uint32_t kPartialsMaxTile = 128;
+constexpr uint32_t kFactorTargetGroups = 512;
+constexpr uint32_t kCoefficientRows = 16;     // fourier_query_coefficients' ROWS
+constexpr uint32_t kWeightPoints = 4;         // fourier_middle_weights' POINTS
+constexpr uint32_t kValueBins = 32;           // fourier_value_partials' BINS
 
 struct DecodePush {
   uint32_t num_full_slots, slot_stride, query_position, num_middle, middle_stride, num_states, window_length, k_compressed,
       v_compressed, num_splits, group_size;
   float scale;
 };
+
+// Both transforms: one sequence of length T per pair of query heads.
+vk::FftShape transform_shape(const FourierAttentionShape& shape) { return {shape.window_length, (shape.num_q_heads + 1) / 2}; }
+
+// The factorized route's tile of `k_kept` and `v_kept` packed dims per row: as many tokens as
+// fourier_partials' staging area holds, rows padded to an odd stride.
+uint32_t factor_tile(uint32_t k_kept, uint32_t v_kept) {
+  return std::min(kPartialsMaxTile, kPartialsTileFloats / std::max(k_kept | 1u, v_kept | 1u));
+}
 
 // The shader's shared memory for a block of query heads and a tile.
 uint32_t shared_bytes(uint32_t head_dim, uint32_t group_block, uint32_t tile) {
@@ -41,8 +63,7 @@ uint32_t shared_bytes(uint32_t head_dim, uint32_t group_block, uint32_t tile) {
 }  // namespace
 
 std::shared_ptr<void> fourier_attention_prepare_vulkan(Backend& backend, const FourierAttentionShape& shape) {
-  // Both transforms are one (p, 0) or (a_cos, a_sin) pair per query head, of length T.
-  return backend.fft_plans().keep({shape.window_length, shape.num_q_heads});
+  return backend.fft_plans().keep(transform_shape(shape));
 }
 
 namespace {
@@ -50,63 +71,80 @@ namespace {
 void record_factorized(Backend& backend, const FourierAttentionShape& shape, const FourierAttentionArgs& args) {
   require(!shape.rope.enabled(), KVC_ERROR_UNSUPPORTED, "fourier_attention's factorized route takes keys after RoPE (no rope)");
   const uint32_t dim = shape.head_dim, group = shape.num_q_heads / shape.num_kv_heads, heads = shape.num_q_heads;
-  const uint32_t states = shape.num_states, middle = shape.num_middle, total = shape.num_full_slots + middle;
+  const uint32_t states = shape.num_states, middle = shape.num_middle, window = shape.window_length;
   const bool f16 = shape.dtype == Dtype::F16, has_middle = middle > 0;
+  require(!has_middle || uint64_t(2) * states <= window, KVC_ERROR_INVALID_ARGUMENT, [&] {
+    return "fourier_attention's factorized route needs 2 num_states <= window_length (" + std::to_string(states) + ", " +
+           std::to_string(window) + ")";
+  });
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));
+  // The largest divisor of the group up to kMaxFactorGroupBlock (the shaders' register arrays).
+  uint32_t group_block = std::min(group, kMaxFactorGroupBlock);
+  while (group % group_block != 0) --group_block;
+  const uint32_t head_blocks = group / group_block;
   vk::Recorder& recorder = backend.recorder();
   auto middle_slice = [&](const View& operand) { return has_middle ? slice(operand) : slice(args.k); };
 
-  Tensor& coefficients = backend.scratch(ScratchId::FourierQueryCoefficients, (size_t(heads) * 2 * states + heads) * 4);
-  Tensor& key_spectrum = backend.scratch(ScratchId::FourierKeySpectrum, std::max<size_t>(size_t(heads) * middle * 16, 16));
-  Tensor& logits = backend.scratch(ScratchId::AttentionLogits, size_t(heads) * total * 4);
-  Tensor& probabilities = backend.scratch(ScratchId::FourierProbabilities, std::max<size_t>(size_t(heads) * middle * 8, 8));
-  Tensor& value_spectrum = backend.scratch(ScratchId::FourierValueSpectrum, size_t(heads) * states * 16);
+  // Splits of the full rows and of the middle in proportion to the bytes each reads, about
+  // kFactorTargetGroups workgroups in all, never more splits than tiles.
+  const uint32_t full_tile = factor_tile(dim, dim);
+  const uint32_t middle_tile = has_middle ? factor_tile(dim - shape.k_compressed, dim - shape.v_compressed) : 1;
+  const uint32_t full_tiles = (shape.num_full_slots + full_tile - 1) / full_tile, middle_tiles = (middle + middle_tile - 1) / middle_tile;
+  const uint32_t splits_wanted = std::max(2u, kFactorTargetGroups / (shape.num_kv_heads * head_blocks));
+  const double full_bytes = double(shape.num_full_slots) * 2 * dim;
+  const double middle_bytes = double(middle) * (2 * dim - shape.k_compressed - shape.v_compressed);
+  const uint32_t full_splits = std::clamp(uint32_t(std::lround(splits_wanted * full_bytes / (full_bytes + middle_bytes))), 1u, full_tiles);
+  const uint32_t middle_splits = has_middle ? std::clamp(splits_wanted - full_splits, 1u, middle_tiles) : 0;
+  const uint32_t value_blocks = has_middle ? (states + kValueBins - 1) / kValueBins : 0;
+  const uint32_t num_splits = full_splits + middle_splits + value_blocks;
+
+  Tensor& head_terms = backend.scratch(ScratchId::FourierHeadTerms, size_t(heads) * 2 * 4);
+  Tensor& full_logits = backend.scratch(ScratchId::AttentionLogits, size_t(heads) * shape.num_full_slots * 4);
+  Tensor& partials = backend.scratch(ScratchId::AttentionPartials, size_t(heads) * num_splits * (dim + 2) * 4);
+  Tensor& lse = backend.scratch(ScratchId::AttentionLse, size_t(heads) * 4);
+  vk::FftPlan* plan = has_middle ? &backend.fft_plans().get(transform_shape(shape)) : nullptr;
+  const vk::BufferSlice spectrum = has_middle ? plan->data() : slice(args.k);
+  const uint32_t pairs = (heads + 1) / 2;
+
   if (has_middle) {
     const struct {
-      uint32_t num_q_heads, group_size, num_states, compressed;
+      uint32_t num_q_heads, group_size, num_states, window_length, compressed;
       float scale;
-    } push{heads, group, states, shape.k_compressed, scale};
-    recorder.dispatch({"fourier_query_coefficients", 5, sizeof(push), {kFactorWorkgroup, dim, f16}},
-                      {slice(args.q), slice(args.k_dims), slice(args.k_coefficients), slice(args.k_affine), slice(view(coefficients))},
-                      &push, heads);
-    // (F^T a)[t] at the middle's tokens: the DFT of a's (cos, sin) halves at bins 0 .. L - 1,
-    // every query head's in one transform (one row of 2 num_q_heads dims).
-    segment_spectrum(backend, {1, 2 * heads, states, 0, states, shape.window_length, 0, middle, Dtype::F32, 1.0f},
-                     {view(coefficients), args.bins, view(key_spectrum)});
+    } push{heads, group, states, window, shape.k_compressed, scale};
+    recorder.dispatch({"fourier_query_coefficients", 6, sizeof(push), {kFactorWorkgroup, dim, f16}},
+                      {slice(args.q), slice(args.k_dims), slice(args.k_coefficients), slice(args.k_affine), spectrum,
+                       slice(view(head_terms))},
+                      &push, pairs, (2 * states + kCoefficientRows - 1) / kCoefficientRows);
+    plan->record(recorder, true);  // W's inverse DFT: F^T a of both heads of every pair
   }
   {
     const struct {
-      uint32_t num_full_slots, slot_stride, num_middle, middle_stride, num_q_heads, num_states, compressed;
+      uint32_t num_full_slots, slot_stride, num_middle, middle_stride, k_compressed, v_compressed, group_size, full_splits,
+          middle_splits, num_splits, full_tile, middle_tile, window_length;
       float scale;
-    } push{shape.num_full_slots, shape.slot_stride, middle, shape.middle_stride, heads, states, shape.k_compressed, scale};
-    recorder.dispatch({"fourier_logits", 7, sizeof(push), {kLogitsWorkgroup, dim, group, f16}},
-                      {slice(args.q), slice(args.k), middle_slice(args.k_middle), middle_slice(args.k_dims), slice(view(key_spectrum)),
-                       slice(view(coefficients)), slice(view(logits))},
-                      &push, group_count(total, kLogitsWorkgroup), shape.num_kv_heads);
+    } push{shape.num_full_slots, shape.slot_stride, middle,      shape.middle_stride, shape.k_compressed,
+           shape.v_compressed,   group,             full_splits, middle_splits,       num_splits,
+           full_tile,            middle_tile,       window,      scale};
+    recorder.dispatch({"fourier_partials", 11, sizeof(push), {kFactorWorkgroup, dim, group_block, f16}},
+                      {slice(args.q), slice(args.k), slice(args.v), middle_slice(args.k_middle), middle_slice(args.v_middle),
+                       middle_slice(args.k_dims), middle_slice(args.v_dims), spectrum, slice(view(head_terms)),
+                       slice(view(full_logits)), slice(view(partials))},
+                      &push, full_splits + middle_splits, shape.num_kv_heads, head_blocks);
   }
-  {
-    const uint32_t push[3] = {shape.num_full_slots, middle, heads};
-    recorder.dispatch({"fourier_softmax", 2, sizeof(push), {kFactorWorkgroup}}, {slice(view(logits)), slice(view(probabilities))}, push,
-                      heads);
+  if (has_middle) {
+    const uint32_t weights_push[6] = {heads, middle, window, full_splits, middle_splits, num_splits};
+    recorder.dispatch({"fourier_middle_weights", 3, sizeof(weights_push), {kFactorWorkgroup, dim}},
+                      {slice(view(partials)), spectrum, slice(view(head_terms))}, weights_push,
+                      group_count(window, kFactorWorkgroup * kWeightPoints), pairs);
+    plan->record(recorder, false);  // F w at bins 0 .. N - 1, two heads per sequence
+    const uint32_t values_push[7] = {heads, group, states, window, shape.v_compressed, full_splits + middle_splits, num_splits};
+    recorder.dispatch({"fourier_value_partials", 6, sizeof(values_push), {kFactorWorkgroup, dim, group_block}},
+                      {spectrum, slice(args.v_dims), slice(args.v_coefficients), slice(args.v_affine), slice(view(head_terms)),
+                       slice(view(partials))},
+                      values_push, value_blocks, shape.num_kv_heads, head_blocks);
   }
-  if (has_middle)  // F p at bins 0 .. N - 1
-    segment_spectrum(backend, {1, 2 * heads, middle, 0, middle, shape.window_length, 0, states, Dtype::F32, 1.0f},
-                     {view(probabilities), args.bins, view(value_spectrum)});
-  const uint32_t chunks = (total + kValueChunkTokens - 1) / kValueChunkTokens;
-  Tensor& partials = backend.scratch(ScratchId::AttentionPartials, size_t(heads) * chunks * dim * 4);
-  const uint32_t value_workgroup = std::max(dim, 32u);
-  {
-    const uint32_t push[7] = {shape.num_full_slots, shape.slot_stride, middle, shape.middle_stride, shape.v_compressed, chunks,
-                              kValueChunkTokens};
-    recorder.dispatch({"fourier_values", 5, sizeof(push), {value_workgroup, dim, group, f16}},
-                      {slice(args.v), middle_slice(args.v_middle), middle_slice(args.v_dims), slice(view(logits)), slice(view(partials))},
-                      push, chunks, shape.num_kv_heads);
-  }
-  const uint32_t push[6] = {chunks, group, states, shape.v_compressed, has_middle ? 1u : 0u, heads};
-  recorder.dispatch({"fourier_values_final", 6, sizeof(push), {value_workgroup, dim, f16}},
-                    {slice(view(partials)), slice(view(value_spectrum)), middle_slice(args.v_dims), middle_slice(args.v_coefficients),
-                     middle_slice(args.v_affine), slice(args.out)},
-                    push, heads);
+  recorder.dispatch({"attention_merge", 3, sizeof(num_splits), {kMergeWorkgroup, dim, f16}},
+                    {slice(view(partials)), slice(args.out), slice(view(lse))}, &num_splits, heads);
 }
 
 }  // namespace

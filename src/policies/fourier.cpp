@@ -154,7 +154,7 @@ void FourierPolicy::allocate_device_state(Backend& backend) {
   for (size_t i = 0; i < sinks.size(); ++i) sinks[i] = uint32_t(i % sinks_);
   identity_dims_ = table(identity);
   if (sinks_ > 0) sink_indices_ = table(sinks);
-  std::vector<uint32_t> bins(std::max(middle_capacity(), num_states_));
+  std::vector<uint32_t> bins(num_states_);
   std::iota(bins.begin(), bins.end(), 0u);
   bins_ = table(bins);
   for (uint32_t layer = 0; layer < config_.num_layers; ++layer) {
@@ -332,7 +332,7 @@ bool FourierPolicy::record_attention(Cache& cache, uint32_t layer_index, uint32_
                          {q, view(*layer.k), view(*layer.v), view(*layer.positions), cache.turn_table(), view(*middle.key.packed),
                           view(*middle.value.packed), view(middle.key.dims()), view(middle.value.dims()),
                           view(*middle.key.coefficients), view(*middle.value.coefficients), view(*middle.key.affine),
-                          view(*middle.value.affine), out, view(*bins_)});
+                          view(*middle.value.affine), out});
   return true;
 }
 

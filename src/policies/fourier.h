@@ -105,7 +105,7 @@ class FourierPolicy : public Policy {
   bool prefill_ended_ = false;
   std::shared_ptr<Tensor> identity_dims_;  // uint32 [num_kv_heads][head_dim]: 0 .. head_dim - 1
   std::shared_ptr<Tensor> sink_indices_;   // uint32 [num_kv_heads][sinks]: 0 .. S-1, for ops::compact
-  std::shared_ptr<Tensor> bins_;           // uint32 0 .. max(middle capacity, N) - 1: the factorized route's DFT bins
+  std::shared_ptr<Tensor> bins_;           // uint32 0 .. N - 1: the prompt compression's DFT bins (hippo_fourier_project)
   std::shared_ptr<void> attention_plan_;   // ops::fourier_attention_prepare: the decode step's transforms
   std::shared_ptr<void> compression_plan_; // ops::hippo_fourier_prepare: the prompt's, kept so ending one plans nothing
   // Every dim's coefficients, affine maps and errors while a middle is compressed (kept for the

@@ -1,7 +1,7 @@
 // Both Vulkan FourierAttention decode routes (fused, factorized) against the CPU reference
 // (materialize, then attend) on fresh random layers: odd and non-power-of-two sizes, GQA, f16
-// and f32, RoPE on the full rows (fused only), middles that end mid-tile, no middle at all, and
-// a Llama-like head.
+// and f32, RoPE on the full rows (fused only), middles that end mid-tile, no middle at all, a
+// Llama-like head, and the factorized route's own edges.
 #include <doctest/doctest.h>
 
 #include "support/fourier_case.h"
@@ -24,6 +24,13 @@ TEST_CASE("fourier_attention on Vulkan, both routes, matches materialize-then-at
       {9, 3, 16, 21, 0, 60, 0, 0, 4, 64, 8, 8, Dtype::F16, {}},
       {8, 2, 128, 35, 0, 4000, 291, 0, 64, 5003, 102, 115, Dtype::F16, {}},  // T prime: VkFFT's Bluestein route
       {4, 1, 256, 9, 0, 9, 50, 0, 24, 300, 200, 230, Dtype::F32, {}},
+      // Factorized's pairs of query heads in one transform: pairs across kv heads (groups of 3),
+      // an odd count (the last pair half empty), 2N = T, and groups past 8 (two head blocks).
+      {6, 2, 24, 7, 0, 40, 37, 0, 13, 257, 17, 20, Dtype::F32, {}},
+      {5, 5, 16, 2, 0, 4, 60, 0, 32, 64, 9, 3, Dtype::F16, {}},
+      {12, 1, 16, 3, 0, 5, 77, 0, 6, 80, 5, 11, Dtype::F32, {}},
+      // More tiles than splits, of the full rows and of the middle: splits of two tiles.
+      {16, 8, 128, 100, 0, 100, 4000, 0, 16, 4099, 8, 6, Dtype::F32, {}},
   };
   for (const ops::FourierAttentionShape& base : shapes) {
     test::FourierCase c = test::FourierCase::random(base);

@@ -108,9 +108,6 @@ std::vector<float> FourierCase::run(Backend& backend) const {
     k_a = tensor_of(backend, k_affine);
     v_a = tensor_of(backend, v_affine);
   }
-  std::vector<uint32_t> bins(std::max(shape.num_middle, shape.num_states));
-  std::iota(bins.begin(), bins.end(), 0u);
-  auto bins_t = tensor_of(backend, bins);
   // Kept through the call, as the policy keeps it: begin() drops plans nobody keeps.
   const std::shared_ptr<void> plan =
       shape.route == ops::FourierAttentionRoute::Factorized ? ops::fourier_attention_prepare(backend, shape) : nullptr;
@@ -121,7 +118,7 @@ std::vector<float> FourierCase::run(Backend& backend) const {
   ops::fourier_attention(backend, shape,
                          {view(*q_t), view(*k_t), view(*v_t), view(*positions_t), optional(turns), optional(k_middle_t),
                           optional(v_middle_t), optional(k_dims_t), optional(v_dims_t), optional(k_c), optional(v_c),
-                          optional(k_a), optional(v_a), view(*out), view(*bins_t)});
+                          optional(k_a), optional(v_a), view(*out)});
   backend.submit();
   return decode(read_tensor(backend, *out, out_count * dtype_size(shape.dtype)), shape.dtype);
 }
