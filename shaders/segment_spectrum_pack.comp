@@ -3,9 +3,7 @@
 // holds dim 2j as its real part and dim 2j + 1 as its imaginary part, at window points
 // window_offset .. window_offset + length - 1 of a zero-padded window of T points.
 // Rows are read along the head dims and sequences written along the points, so a workgroup
-// takes a tile of TILE_POINTS points through shared memory: both sides stay coalesced. Heads
-// wider than 256 dims (FourierAttention's transforms of every query head at once) have too
-// many pairs for the tile: their threads write one point each, reading a row's pairs in turn.
+// takes a tile of TILE_POINTS points through shared memory: both sides stay coalesced.
 #extension GL_GOOGLE_include_directive : require
 #include "elements.glsl"
 
@@ -25,11 +23,9 @@ layout(push_constant) uniform Push {
   uint head;
 } push;
 
-const uint PAIRS = HEAD_DIM / 2u;
-const uint TILE_PAIRS = 128u;                         // the widest head tiled: 256 dims
-const uint TILE_POINTS = 2048u / (PAIRS < TILE_PAIRS ? PAIRS : TILE_PAIRS);
-const bool TILED = PAIRS <= TILE_PAIRS;
-shared vec2 tile_s[2048u + TILE_PAIRS];               // [PAIRS][TILE_POINTS + 1]: the pad spreads banks
+const uint PAIRS = HEAD_DIM / 2u;                     // <= 128: head_dim <= 256
+const uint TILE_POINTS = 2048u / PAIRS;
+shared vec2 tile_s[2048u + 128u];                     // [PAIRS][TILE_POINTS + 1]: the pad spreads banks
 
 vec2 pair_at(uint point, uint pair) {
   if (point < push.window_offset || point - push.window_offset >= push.segment_length) return vec2(0.0);
@@ -39,11 +35,6 @@ vec2 pair_at(uint point, uint pair) {
 
 void main() {
   const uint T = push.transform_length;
-  if (!TILED) {
-    for (uint point = gl_GlobalInvocationID.x; point < T; point += gl_NumWorkGroups.x * gl_WorkGroupSize.x)
-      for (uint pair = 0u; pair < PAIRS; ++pair) work[pair * T + point] = pair_at(point, pair);
-    return;
-  }
   const uint tiles = (T + TILE_POINTS - 1u) / TILE_POINTS, items = PAIRS * TILE_POINTS;
   for (uint tile = gl_WorkGroupID.x; tile < tiles; tile += gl_NumWorkGroups.x) {
     const uint first_point = tile * TILE_POINTS;

@@ -26,8 +26,9 @@ void segment_spectrum_vulkan(Backend& backend, const SegmentSpectrumShape& shape
   const uint32_t sequences = shape.head_dim / 2;
   vk::FftPlan& plan = backend.fft_plans().get({shape.transform_length, sequences});
   vk::Recorder& recorder = backend.recorder();
-  // The pack shader's tiles: 2048 pairs' points each for heads up to 256 dims, else a point per thread.
-  const uint32_t tile_points = sequences <= 128 ? 2048 / sequences : kWorkgroupSize;
+  // The pack shader's tiles: 2048 pairs' points each.
+  require(shape.head_dim <= 256, KVC_ERROR_INTERNAL, "segment_spectrum packs heads of at most 256 dims");
+  const uint32_t tile_points = 2048 / sequences;
   const uint32_t pack_groups = std::min(group_count_unbounded(shape.transform_length, tile_points), kMaxGroups);
   for (uint32_t head = 0; head < shape.num_heads; ++head) {
     const PackPush pack{shape.slot_stride, shape.first_slot, shape.length, shape.transform_length, shape.window_offset, head};

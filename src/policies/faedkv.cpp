@@ -207,7 +207,7 @@ void FaedKvPolicy::end_prefill(Cache& cache) {
     for (uint32_t layer = 0; layer < config_.num_layers; ++layer) {
       const uint32_t segment = cache.layer(layer).slots_held - sinks_ - recent_window_;
       backend.fft_plans().get({segment, config_.head_dim / 2});
-      backend.fft_plans().get({segment, config_.num_q_heads});
+      ops::spectral_attention_keep(backend, segment, config_.num_q_heads);  // the queries', in the op's own shape
     }
   }
   if (sinks_ > 0 && !sink_indices_) {

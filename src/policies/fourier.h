@@ -62,7 +62,7 @@ class FourierPolicy : public Policy {
   // maps and packed rows (sec. 3.3-3.4, appendix D): every dim projected and fitted, the dims
   // chosen (unless the caller's table gives them), then gathered. The step kvc-bench times.
   void compress_middle(Backend& backend, uint32_t layer, bool keys, Tensor& rows, uint32_t slot_stride, uint32_t length);
-  ops::HippoFourierShape compression_shape() const;
+  ops::HippoFourierShape compression_shape(uint32_t middle_length) const;
   // Dims per kv head of `layer`'s K (keys) or V that the middle compresses.
   uint32_t compressed_dims(uint32_t layer, bool keys) const {
     return keys ? key_plans_[layer].compressed : value_plans_[layer].compressed;

@@ -23,7 +23,7 @@ TEST_CASE("spectral_attention on Vulkan equals the CPU reference") {
   for (const Case& c : {Case{4, 2, 8, 1, 7, 37, 5, Dtype::F32}, Case{8, 2, 64, 3, 60, 1021, 130, Dtype::F16},
                         Case{2, 1, 128, 1, 11, 500, 251, Dtype::F32}, Case{6, 2, 16, 2, 9, 9001, 40, Dtype::F32},
                         Case{3, 1, 24, 2, 5, 301, 19, Dtype::F16}}) {
-    // Distinct bins <= M/2 (the last case keeps every one).
+    // Distinct bins <= M/2 (the third case keeps every one).
     std::vector<uint32_t> all(c.segment_length / 2 + 1);
     std::iota(all.begin(), all.end(), 0u);
     std::shuffle(all.begin(), all.end(), test::rng());

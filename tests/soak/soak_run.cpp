@@ -65,9 +65,10 @@ class Soak {
       const bool last_of_warmup = token + 1 == result_.warmup_tokens;
       if ((token + 1) % options_.check_interval == 0 || last_of_warmup || token + 1 == options_.decode_tokens) {
         if (!check_positions(token) || !check_resident(token, last_of_warmup)) return;
-        if (options_.seconds_limit && elapsed_seconds() > double(options_.seconds_limit)) {
-          if (token + 1 < result_.warmup_tokens)
-            fail("the time limit of " + std::to_string(options_.seconds_limit) + " s came in the warm-up, at decode token " +
+        if (options_.seconds_limit && token + 1 < options_.decode_tokens && elapsed_seconds() > double(options_.seconds_limit)) {
+          // A pass needs a steady-state check, past the one that closes the warm-up.
+          if (token + 1 <= result_.warmup_tokens)
+            fail("the time limit of " + std::to_string(options_.seconds_limit) + " s came before a check after the warm-up, at decode token " +
                  std::to_string(token));
           result_.stopped_at_time_limit = true;
           return;
