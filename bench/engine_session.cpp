@@ -67,7 +67,8 @@ CachePtr EngineSession::create_cache(kvc_policy policy, uint32_t capacity, const
   desc.dtype = KVC_DTYPE_F16;
   desc.capacity = capacity;
   desc.policy = policy;
-  desc.rope_style = policy == KVC_POLICY_FAEDKV ? KVC_ROPE_NONE : KVC_ROPE_NEOX;
+  // FAEDKV and FOURIER transform keys as the model stores them (after its RoPE).
+  desc.rope_style = policy == KVC_POLICY_FAEDKV || policy == KVC_POLICY_FOURIER ? KVC_ROPE_NONE : KVC_ROPE_NEOX;
   desc.rope_theta = 10000.0f;
   desc.policy_params = policy_params;
   kvc_cache* cache = nullptr;

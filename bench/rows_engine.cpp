@@ -9,6 +9,7 @@
 #include "bench_rows.h"
 #include "engine_session.h"
 #include "policies/faedkv.h"
+#include "policies/fourier.h"
 
 namespace kvc::bench {
 namespace {
@@ -49,6 +50,7 @@ constexpr Policy kH2o{KVC_POLICY_H2O, "h2o", "c"};
 constexpr Policy kTreeKv{KVC_POLICY_TREEKV, "treekv", "c"};
 constexpr Policy kSnapKv{KVC_POLICY_SNAPKV, "snapkv", "L"};
 constexpr Policy kFaedKv{KVC_POLICY_FAEDKV, "faedkv", "L"};
+constexpr Policy kFourier{KVC_POLICY_FOURIER, "fourier", "L"};
 
 // FAEDKV at its paper's defaults (S = 10, R = 50, C = 22) and the issue's r = 0.125 (3 chunks).
 kvc_faedkv_params faedkv_params() { return kvc_faedkv_params_default(); }
@@ -66,16 +68,53 @@ std::string shape_text(const Policy& policy, uint32_t length, uint32_t n, const 
          std::to_string(shape.kv_heads) + " d=" + std::to_string(shape.head_dim) + " " + path_name(path);
 }
 
+// FOURIER at its defaults (L_init 4, L_local 1024, N 512, the inverted pyramid); --quick's
+// lengths (256, 512) take a local window and N of L / 8.
+kvc_fourier_params fourier_params(uint32_t length) {
+  kvc_fourier_params params = kvc_fourier_params_default();
+  if (length <= 2 * params.local_window) params.local_window = params.num_states = length / 8;
+  return params;
+}
+
+// The bytes one layer of FOURIER reads per token over `length` tokens: its
+// sinks and local window whole, the middle's uncompressed dims of K and V, and the compressed
+// dims' 2N f32 coefficients (the counts per layer as the policy sets them).
+double fourier_layer_bytes(const EngineShape& shape, uint32_t length, uint32_t layer) {
+  const kvc_fourier_params params = fourier_params(length);
+  CacheConfig config;
+  config.num_layers = shape.layers;
+  config.num_q_heads = shape.q_heads;
+  config.num_kv_heads = shape.kv_heads;
+  config.head_dim = shape.head_dim;
+  config.dtype = Dtype::F16;
+  config.capacity = length;
+  config.policy = KVC_POLICY_FOURIER;
+  config.policy_params = &params;
+  const std::unique_ptr<kvc::Policy> policy = make_fourier_policy(config);
+  const auto& fourier = static_cast<const FourierPolicy&>(*policy);
+  const double compressed = fourier.compressed_dims(layer, true) + fourier.compressed_dims(layer, false);
+  const double whole = params.sinks + params.local_window, middle = length - whole;
+  return shape.kv_heads * (2.0 * whole * 2 * shape.head_dim + 2.0 * middle * (2 * shape.head_dim - compressed) +
+                           4.0 * 2 * params.num_states * compressed);
+}
+
 // Every layer reads K and V of `length` slots once, writes n new tokens' K and V, reads Q and
-// writes O of n queries (f16). FAEDKV reads its sinks and window and its K and V bins instead.
+// writes O of n queries (f16). FAEDKV reads its sinks and window and its K and V bins instead,
+// FOURIER what fourier_layer_bytes counts.
 double bytes_moved(const EngineShape& shape, uint32_t length, uint32_t n, kvc_policy policy = KVC_POLICY_FULL) {
-  double held = 2.0 * shape.kv_heads * length * shape.head_dim;
-  if (policy == KVC_POLICY_FAEDKV) {
-    const kvc_faedkv_params params = faedkv_params();
-    held = 2.0 * shape.kv_heads * (params.sinks + params.recent_window) * shape.head_dim +
-           8.0 * shape.kv_heads * faedkv_bins(length - 1) * shape.head_dim;
+  const double new_tokens = 2.0 * (2.0 * n * shape.kv_heads * shape.head_dim + 2.0 * n * shape.q_heads * shape.head_dim);
+  double total = 0;
+  for (uint32_t layer = 0; layer < shape.layers; ++layer) {
+    double held = 2.0 * 2.0 * shape.kv_heads * length * shape.head_dim;
+    if (policy == KVC_POLICY_FAEDKV) {
+      const kvc_faedkv_params params = faedkv_params();
+      held = 2.0 * (2.0 * shape.kv_heads * (params.sinks + params.recent_window) * shape.head_dim +
+                    8.0 * shape.kv_heads * faedkv_bins(length - 1) * shape.head_dim);
+    }
+    if (policy == KVC_POLICY_FOURIER) held = fourier_layer_bytes(shape, length, layer);
+    total += held + new_tokens;
   }
-  return shape.layers * 2.0 * (held + 2.0 * n * shape.kv_heads * shape.head_dim + 2.0 * n * shape.q_heads * shape.head_dim);
+  return total;
 }
 
 // Times `measure` into a row; a libkvc call that fails skips the row with its status and message
@@ -109,6 +148,9 @@ void add_row(Report& report, EngineSession& session, const RowOptions& options, 
 //    fall (the median leaves them out).
 //  FAEDKV: a prompt of L - 1 tokens, ended: its middle M = L - 61 becomes the kept bins, and
 //    every token appended folds the window's oldest in (the row's L is the original length).
+//  FOURIER (fourier_params): capacity L (its window T, a power of two at the bench's lengths)
+//    and a prompt of L - 1 less the tokens warm-up and repetitions add, ended (the middle
+//    compressed); every token folds the local window's oldest into the coefficients.
 //  H2O, TREEKV: c tokens; each token appends one (c + 1, the one chunk slot the defaults give)
 //    and its attend evicts one, so every token runs the policy's full step at c.
 CachePtr decode_cache(EngineSession& session, const Policy& policy, uint32_t length, int repetitions) {
@@ -129,6 +171,13 @@ CachePtr decode_cache(EngineSession& session, const Policy& policy, uint32_t len
     session.end_prefill(cache.get());
     return cache;
   }
+  if (policy.policy == KVC_POLICY_FOURIER) {
+    const kvc_fourier_params params = fourier_params(length);
+    CachePtr cache = session.create_cache(policy.policy, length, &params);
+    session.fill(cache.get(), length - 1 - kMaxWallWarmupRuns - repetitions);
+    session.end_prefill(cache.get());
+    return cache;
+  }
   kvc_eviction_params params = kvc_eviction_params_default();
   // Decoding never runs TreeKV's block prefill, but the cache checks its blocks at creation:
   // (c - 4 - (c/2 - 4)) / 32 is 2048 at c = 128K, one past the limit; 64-token blocks fit.
@@ -139,12 +188,13 @@ CachePtr decode_cache(EngineSession& session, const Policy& policy, uint32_t len
 }
 
 void add_decode_rows(EngineSession& session, const EngineSizes& sizes, const RowOptions& options, Report& report) {
-  for (const Policy& policy : {kFull, kFreqKv, kFaedKv, kH2o, kTreeKv})
+  for (const Policy& policy : {kFull, kFreqKv, kFaedKv, kFourier, kH2o, kTreeKv})
     for (uint32_t length : sizes.decode_lengths) {
       // FreqKV's fused transform holds windows up to 16K: its row takes the shortest length.
       if (policy.policy == KVC_POLICY_FREQKV && length != sizes.decode_lengths.front()) continue;
-      // FAEDKV's issue sets its target at 32K (its CPU reference is too slow for 128K prompts).
-      if (policy.policy == KVC_POLICY_FAEDKV && length != sizes.decode_lengths[sizes.decode_lengths.size() / 2]) continue;
+      // FAEDKV's and FOURIER's issues set their targets at 32K.
+      const bool at_32k_only = policy.policy == KVC_POLICY_FAEDKV || policy.policy == KVC_POLICY_FOURIER;
+      if (at_32k_only && length != sizes.decode_lengths[sizes.decode_lengths.size() / 2]) continue;
       for (EnginePath path : kPaths)
         add_row(report, session, options, "engine_decode", shape_text(policy, length, 1, sizes.shape, path),
                 bytes_moved(sizes.shape, length, 1, policy.policy), [&] {
