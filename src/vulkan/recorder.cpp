@@ -85,8 +85,12 @@ void Recorder::before_command(const std::string& label) {
   needs_barrier_ = true;
   // After the barrier, so the timestamp falls when every earlier command finished; two are
   // left for end() and a caller's timestamp().
-  if (profiling_ && !label.empty() && queries_ && !external_ && timestamps_written_ + 2 < timestamp_capacity_)
-    write_timestamp(label);
+  if (profiling_ && !label.empty() && queries_ && !external_) {
+    // The pool's last profiling timestamp closes the profiled commands: what follows it is
+    // counted under a name of its own, not added to the last command profiled.
+    if (timestamps_written_ + 3 < timestamp_capacity_) write_timestamp(label);
+    else if (timestamps_written_ + 3 == timestamp_capacity_) write_timestamp("(commands past the profiler's timestamps)");
+  }
 }
 
 void Recorder::upload(const void* src, VkDeviceSize bytes, BufferSlice dst) {
