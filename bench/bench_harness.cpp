@@ -84,8 +84,10 @@ double copy_bandwidth_gbps(Backend& backend, const Timing& timing, size_t bytes)
 }
 
 void record(Report& report, Row row) {
-  std::fprintf(stderr, "kvc-bench: %-22s %-62s %-4s %12.1f us\n", row.name.c_str(), row.shape.c_str(), row.dtype.c_str(),
+  std::fprintf(stderr, "kvc-bench: %-22s %-62s %-4s %12.1f us", row.name.c_str(), row.shape.c_str(), row.dtype.c_str(),
                row.median_us);
+  if (row.max_us > 0) std::fprintf(stderr, " (allocations: min %.1f, max %.1f)", row.min_us, row.max_us);
+  std::fprintf(stderr, "\n");
   // Under KVC_PROFILE, what the row's work (set-up, warm-up and timed runs) spent per kernel.
   if (vk::profiling_enabled()) std::fputs(vk::profile_take(row.name + " " + row.shape).c_str(), stderr);
   std::fflush(stderr);
@@ -115,6 +117,7 @@ void print_table(const Report& report, const Report* peer) {
       if (match != peer->rows.end()) std::printf(" %11.1f %8.2fx", match->median_us, match->median_us / row.median_us);
       else std::printf(" %11s %9s", "-", "-");
     }
+    if (row.max_us > 0) std::printf("  allocations: min %.1f, max %.1f", row.min_us, row.max_us);
     std::printf("\n");
   }
 }
@@ -130,6 +133,7 @@ std::string to_json(const Report& report) {
         << "\", \"us\": " << row.median_us << ", \"bytes\": " << row.bytes << ", \"gbps\": " << gbps
         << ", \"pct_copy\": " << 100.0 * gbps / report.copy_gbps;
     if (row.gpu_us > 0) out << ", \"gpu_us\": " << row.gpu_us;
+    if (row.max_us > 0) out << ", \"min_us\": " << row.min_us << ", \"max_us\": " << row.max_us;
     out << "}" << (i + 1 < report.rows.size() ? "," : "") << "\n";
   }
   out << "  ]\n}\n";

@@ -18,6 +18,9 @@ struct Row {
   double median_us = 0;  // GPU time; the engine rows: wall-clock time
   double bytes = 0;      // that must move: each input read once, each output written once
   double gpu_us = 0;     // rows timed on the wall clock: the GPU time of the same work (0: none)
+  // Rows timed on several allocations of their buffers: the fastest and slowest allocation's
+  // median (median_us is the median of them); 0: one allocation.
+  double min_us = 0, max_us = 0;
 };
 
 struct Timing {

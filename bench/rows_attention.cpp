@@ -1,5 +1,9 @@
 // kvc-bench rows for attention: decode (flash-decoding) at three cache lengths and a causal
-// prefill chunk over a long cache, in the shape the issue fixes (32 q / 8 kv heads, d = 128).
+// prefill chunk over a long cache, in the shape the issue fixes (32 q / 8 kv heads, d = 128),
+// and decode_sweep: long-context decode over several lengths and slot strides, each point timed
+// on several allocations of its buffers (issue 15: at 128K the same shape measured 193 to
+// 751 us from one allocation to the next).
+#include <algorithm>
 #include <cmath>
 
 #include "bench_rows.h"
@@ -25,19 +29,50 @@ AttentionBuffers allocate(Backend& backend, const ops::AttentionShape& shape) {
   return buffers;
 }
 
-Row time_attention(Backend& backend, const Timing& timing, const ops::AttentionShape& shape, const char* name) {
-  AttentionBuffers b = allocate(backend, shape);
+double time_buffers(Backend& backend, const Timing& timing, const ops::AttentionShape& shape, const AttentionBuffers& b) {
   const ops::AttentionArgs args{view(*b.q), view(*b.k), view(*b.v), view(*b.positions), View{}, view(*b.out), View{}};
+  return median_us(backend, timing, [&] { ops::attention(backend, shape, args); });
+}
+
+std::string shape_text(const ops::AttentionShape& shape) {
+  return "L=" + std::to_string(shape.num_slots) + " n=" + std::to_string(shape.num_queries) + " qh=" +
+         std::to_string(shape.num_q_heads) + " kvh=" + std::to_string(shape.num_kv_heads) + " d=" + std::to_string(shape.head_dim);
+}
+
+double attention_bytes(const ops::AttentionShape& shape) {
+  const size_t elem = dtype_size(shape.dtype);
+  return 2.0 * shape.num_kv_heads * shape.num_slots * shape.head_dim * elem +  // K and V, once
+         2.0 * shape.num_queries * shape.num_q_heads * shape.head_dim * elem;  // Q in, O out
+}
+
+Row time_attention(Backend& backend, const Timing& timing, const ops::AttentionShape& shape, const char* name) {
   Row row;
   row.name = name;
-  row.shape = "L=" + std::to_string(shape.num_slots) + " n=" + std::to_string(shape.num_queries) + " qh=" +
-              std::to_string(shape.num_q_heads) + " kvh=" + std::to_string(shape.num_kv_heads) + " d=" +
-              std::to_string(shape.head_dim);
+  row.shape = shape_text(shape);
   row.dtype = dtype_name(shape.dtype);
-  row.median_us = median_us(backend, timing, [&] { ops::attention(backend, shape, args); });
-  const size_t elem = dtype_size(shape.dtype);
-  row.bytes = 2.0 * shape.num_kv_heads * shape.num_slots * shape.head_dim * elem +            // K and V, once
-              2.0 * shape.num_queries * shape.num_q_heads * shape.head_dim * elem;            // Q in, O out
+  row.median_us = time_buffers(backend, timing, shape, allocate(backend, shape));
+  row.bytes = attention_bytes(shape);
+  return row;
+}
+
+// One point of the sweep: `allocations` sets of buffers, each kept while the next is made (so
+// each lands somewhere new), each timed alone.
+Row time_allocations(Backend& backend, const Timing& timing, const ops::AttentionShape& shape, int allocations) {
+  std::vector<AttentionBuffers> kept;
+  std::vector<double> times;
+  for (int i = 0; i < allocations; ++i) {
+    kept.push_back(allocate(backend, shape));
+    times.push_back(time_buffers(backend, timing, shape, kept.back()));
+  }
+  std::sort(times.begin(), times.end());
+  Row row;
+  row.name = "decode_sweep";
+  row.shape = shape_text(shape) + " stride=" + std::to_string(shape.slot_stride) + " allocs=" + std::to_string(allocations);
+  row.dtype = dtype_name(shape.dtype);
+  row.median_us = times[times.size() / 2];
+  row.min_us = times.front();
+  row.max_us = times.back();
+  row.bytes = attention_bytes(shape);
   return row;
 }
 
@@ -58,6 +93,20 @@ void add_attention_rows(Backend& backend, const Timing& timing, const RowOptions
       shape.num_slots = shape.slot_stride = length;
       record(report, time_attention(backend, timing, shape, "decode_attention"));
     }
+  }
+  // The sweep: lengths from 64K to 128K at three slot strides (the length, 64 slots more, twice
+  // the length).
+  const std::vector<uint32_t> sweep_lengths = quick ? std::vector<uint32_t>{4096} : std::vector<uint32_t>{65536, 98304, 131072};
+  for (Dtype dtype : {Dtype::F16, Dtype::F32}) {
+    shape.dtype = dtype;
+    shape.num_queries = 1;
+    for (uint32_t length : sweep_lengths)
+      for (uint32_t stride : {length, length + 64, 2 * length}) {
+        if (!options.wants("decode_sweep", "L=" + std::to_string(length))) continue;
+        shape.num_slots = length;
+        shape.slot_stride = stride;
+        record(report, time_allocations(backend, timing, shape, quick ? 2 : 5));
+      }
   }
   if (!options.wants("prefill_attention")) return;
   shape.dtype = Dtype::F16;
