@@ -1,5 +1,6 @@
-// kvc-bench rows for attention: decode (flash-decoding) at three cache lengths and a causal
-// prefill chunk over a long cache, in the shape the issue fixes (32 q / 8 kv heads, d = 128).
+// kvc-bench rows for attention: decode (flash-decoding) and a causal prefill chunk of 2048
+// queries, each at three cache lengths (4K, 32K, 128K), in the shape the issues fix (32 q /
+// 8 kv heads, d = 128). The prefill rows run on the context's matrix path (the report's header).
 #include <cmath>
 
 #include "bench_rows.h"
@@ -62,8 +63,11 @@ void add_attention_rows(Backend& backend, const Timing& timing, const RowOptions
   if (!options.wants("prefill_attention")) return;
   shape.dtype = Dtype::F16;
   shape.num_queries = quick ? 128 : 2048;
-  shape.num_slots = shape.slot_stride = (quick ? 1024 : 32768) + shape.num_queries;
-  record(report, time_attention(backend, timing, shape, "prefill_attention"));
+  const std::vector<uint32_t> cached = quick ? std::vector<uint32_t>{1024} : std::vector<uint32_t>{32768, 4096, 131072};
+  for (uint32_t length : cached) {
+    shape.num_slots = shape.slot_stride = length + shape.num_queries;
+    record(report, time_attention(backend, timing, shape, "prefill_attention"));
+  }
 }
 
 }  // namespace kvc::bench
