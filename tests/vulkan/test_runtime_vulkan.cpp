@@ -60,7 +60,8 @@ TEST_CASE("the build embeds the cooperative-matrix shaders when CI says it insta
   // silently fell back to Debian's glslang 12 would compile none of them.
   const char* required = std::getenv("KVC_REQUIRE_COOPMAT_SHADERS");
   const bool embedded = vk::has_embedded_shader("attention_prefill_coopmat");
-  MESSAGE(std::string("cooperative-matrix shaders ") + (embedded ? "embedded" : "not embedded (built without glslang >= 13)"));
+  const std::string state = embedded ? "embedded" : "not embedded (built without glslang >= 13)";
+  MESSAGE("cooperative-matrix shaders ", state);
   if (required && std::strcmp(required, "0") != 0) CHECK(embedded);
 }
 
