@@ -16,8 +16,10 @@
 // does, since both place element (r, c) alike. The factors are skipped when no row's maximum
 // moved. Tiles past a subgroup's last visible slot are skipped; the causal test runs only on
 // tiles that cross its diagonal.
-// Keys are read pre-rotated (f32, by the rope op) when RoPE is on: rotating on load costs a
-// cos/sin pair per key element per workgroup, about as much as the tile's matrix work.
+// With RoPE, keys are either read pre-rotated (KEYS_F32: f32 rows the rope op wrote once per
+// call; the host's default) or rotated as they are staged (ROPE_STYLE != 0: a cos/sin pair per
+// key element per workgroup, estimated at about the tile's matrix work; KVC_COOPMAT_ROPE=load
+// selects it so that the two can be measured against each other).
 // Queries arrive rotated and scaled by 1/sqrt(head_dim) (q_rot, shared with attention_scores);
 // the scale is taken back out before rounding to f16, so an unrotated f16 query stays exact,
 // and applied to S in f32.
@@ -34,15 +36,21 @@
 layout(local_size_x_id = 0) in;  // SUBGROUPS x SUBGROUP_SIZE threads
 layout(constant_id = 1) const uint HEAD_DIM = 128;   // a multiple of 16, <= 128
 layout(constant_id = 2) const bool KEYS_F32 = false;  // keys are the rope op's f32 rows, else the cache's f16
+layout(constant_id = 3) const uint ROPE_STYLE = 0;    // rotate f16 keys as they are staged (rope.glsl)
+layout(constant_id = 4) const uint ROTARY_DIMS = 0;
 
 #include "elements.glsl"
+#include "rope.glsl"
 
 layout(binding = 0) readonly buffer Query { vec4 q_rot[]; };  // [num_queries][num_q_heads][HEAD_DIM / 4], scaled
 layout(binding = 1) readonly buffer Keys { uvec4 k_halves[]; };  // f16: [kv][key_slot_stride][HEAD_DIM / 8]
 layout(binding = 1) readonly buffer KeysF32 { vec4 k_floats[]; };  // f32: [kv][key_slot_stride][HEAD_DIM / 4]
+layout(binding = 1) readonly buffer KeyWords { uint k_words[]; };   // the f16 keys as key_chunk reads them
 layout(binding = 2) readonly buffer Values { uvec4 v_halves[]; };  // f16: [kv][slot_stride][HEAD_DIM / 8]
 layout(binding = 3) writeonly buffer Out { uvec4 out_halves[]; };  // f16: [num_queries][num_q_heads][HEAD_DIM / 8]
 layout(binding = 4) writeonly buffer Lse { float lse[]; };          // [num_queries][num_q_heads]
+layout(binding = 5) readonly buffer Positions { int positions[]; };  // [kv][slot_stride]; ROPE_STYLE only
+layout(binding = 6) readonly buffer Turns { uvec2 turns[]; };
 
 layout(push_constant) uniform Push {
   uint num_slots;
@@ -52,6 +60,9 @@ layout(push_constant) uniform Push {
   uint group_size;
   uint num_q_heads;
 } push;
+
+const bool KV_F16 = true;  // key_chunk's stored dtype: this kernel takes f16 caches only
+#include "key_chunk.glsl"
 
 // The host takes this kernel only where subgroups are 32 wide: a lane pair per row of 16.
 const uint SUBGROUP_SIZE = 32;
@@ -105,6 +116,10 @@ uvec4 key_item(uint kv_head, uint tile, uint keys_end, uint item) {
   if (slot >= keys_end) return uvec4(0u);
   const uint row = kv_head * push.key_slot_stride + slot;
   if (KEYS_F32) return pack_halves(k_floats[row * (HEAD_DIM / 4) + 2u * octet], k_floats[row * (HEAD_DIM / 4) + 2u * octet + 1u]);
+  if (ROPE_STYLE != 0) {
+    const uint position = uint(positions[kv_head * push.slot_stride + slot]);
+    return pack_halves(key_chunk(row * HEAD_DIM, 8u * octet, position), key_chunk(row * HEAD_DIM, 8u * octet + 4u, position));
+  }
   return k_halves[row * ROW_OCTETS + octet];
 }
 

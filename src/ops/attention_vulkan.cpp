@@ -5,6 +5,8 @@
 // SIMT), then optionally attention_scores.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 
 #include "ops/attention.h"
 #include "ops/rotated_reads_vulkan.h"
@@ -72,14 +74,23 @@ uint32_t coopmat_subgroups(const vk::Device& device, uint32_t head_dim) {
   return 0;
 }
 
+// Whether the cooperative-matrix prefill rotates keys as it stages them rather than reading
+// them pre-rotated: KVC_COOPMAT_ROPE=load, to measure the two against each other (the kernel's
+// header comment); read per call so that a test can run both.
+bool rope_on_load() {
+  const char* setting = std::getenv("KVC_COOPMAT_ROPE");
+  return setting && std::strcmp(setting, "load") == 0;
+}
+
 // Causal chunk attention on cooperative matrices. With RoPE the keys are rotated once into
-// f32 scratch by the rope op (one dispatch per kv head): rotating in the kernel would cost a
-// cos/sin pair per key element per workgroup, as much as its matrix work.
+// f32 scratch by the rope op (one dispatch per kv head): rotating in the kernel costs a cos/sin
+// pair per key element per workgroup, estimated at about its matrix work (not yet measured).
 void prefill_on_cooperative_matrices(Backend& backend, const AttentionShape& shape, const AttentionArgs& args,
-                                     Tensor& q_rot, Tensor& lse) {
+                                     const RopeBindings& rope, Tensor& q_rot, Tensor& lse) {
   const uint32_t dim = shape.head_dim;
   const uint32_t subgroups = coopmat_subgroups(backend.device(), dim);
-  const bool keys_f32 = rope_style_constant(shape.rope) != 0;
+  const bool rotate_on_load = rope.style != 0 && rope_on_load();
+  const bool keys_f32 = rope.style != 0 && !rotate_on_load;
   View keys = args.k;
   uint32_t key_slot_stride = shape.slot_stride;
   if (keys_f32) {
@@ -103,8 +114,10 @@ void prefill_on_cooperative_matrices(Backend& backend, const AttentionShape& sha
   const uint32_t group = shape.num_q_heads / shape.num_kv_heads;
   const CoopmatPush push{shape.num_slots, key_slot_stride, shape.slot_stride, shape.num_queries, group, shape.num_q_heads};
   backend.recorder().dispatch(
-      {"attention_prefill_coopmat", 5, sizeof(CoopmatPush), {subgroups * vk::kCooperativeSubgroupSize, dim, keys_f32}},
-      {slice(view(q_rot)), slice(keys), slice(args.v), slice(args.out), slice(view(lse))}, &push,
+      {"attention_prefill_coopmat", 7, sizeof(CoopmatPush),
+       {subgroups * vk::kCooperativeSubgroupSize, dim, keys_f32, rotate_on_load ? rope.style : 0u,
+        rotate_on_load ? rope.rotary_dims : 0u}},
+      {slice(view(q_rot)), slice(keys), slice(args.v), slice(args.out), slice(view(lse)), rope.positions, rope.turns}, &push,
       group_count(uint64_t(shape.num_queries) * group, subgroups * kCoopmatRows), shape.num_kv_heads);
 }
 
@@ -179,7 +192,7 @@ void attention_vulkan(Backend& backend, const AttentionShape& shape, const Atten
                         group_count(shape.num_slots, kScoresWorkgroup), shape.num_kv_heads);
     }
   } else if (attention_on_cooperative_matrices(backend, shape)) {
-    prefill_on_cooperative_matrices(backend, shape, args, *q_rot, lse);
+    prefill_on_cooperative_matrices(backend, shape, args, rope, *q_rot, lse);
   } else {
     const uint32_t columns = dim / 8;
     const uint32_t row_groups = std::min(kPrefillMaxRowGroups, kPrefillThreads / columns);

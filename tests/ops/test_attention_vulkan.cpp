@@ -5,6 +5,8 @@
 // made without them); on lavapipe the SIMT kernel alone.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "support/attention_case.h"
@@ -25,6 +27,16 @@ double tolerance(const ops::AttentionShape& shape, bool cooperative) {
   return cooperative && shape.rope.enabled() ? 4e-3 : 2e-3;
 }
 
+// Scores are f32 probabilities either way (attention_scores in f32 SIMT), the sum over queries
+// and heads of order 1, but they divide by the attention kernel's log-sum-exp. On cooperative
+// matrices that carries the f16 rounding of rotated queries and keys (as above, 4e-3 with
+// RoPE) or, without RoPE, the tensor cores' f32 accumulation, which truncates where SIMT
+// rounds (Fasi et al. 2021): ~1e-5 of a logit, hence 1e-4.
+double scores_tolerance(const ops::AttentionShape& shape, bool cooperative) {
+  if (!cooperative) return 1e-5;
+  return shape.rope.enabled() ? 4e-3 : 1e-4;
+}
+
 // The shared backend, and for a chunk also the SIMT one where the shared one takes
 // cooperative matrices.
 std::vector<Backend*> backends_for(const ops::AttentionShape& shape) {
@@ -34,6 +46,17 @@ std::vector<Backend*> backends_for(const ops::AttentionShape& shape) {
   return backends;
 }
 
+// The cooperative-matrix prefill's two RoPE variants (keys pre-rotated, the default, or
+// rotated as staged: KVC_COOPMAT_ROPE=load), set for the guard's lifetime.
+class CoopmatRopeVariant {
+ public:
+  explicit CoopmatRopeVariant(bool on_load) {
+    if (on_load) setenv("KVC_COOPMAT_ROPE", "load", 1);
+    else unsetenv("KVC_COOPMAT_ROPE");
+  }
+  ~CoopmatRopeVariant() { unsetenv("KVC_COOPMAT_ROPE"); }
+};
+
 void check_against_cpu(const ops::AttentionShape& shape, float q_range = 2.0f) {
   const bool with_scores = shape.num_slots <= 5000;  // the CPU scores pass is slow past that
   const test::AttentionCase problem = test::AttentionCase::random(shape, q_range);
@@ -41,13 +64,17 @@ void check_against_cpu(const ops::AttentionShape& shape, float q_range = 2.0f) {
   for (Backend* gpu : backends_for(shape)) {
     REQUIRE(gpu != nullptr);
     const bool cooperative = ops::attention_on_cooperative_matrices(*gpu, shape);
-    const test::AttentionResult actual = problem.run(*gpu, with_scores);
-    INFO("q_heads ", shape.num_q_heads, " kv_heads ", shape.num_kv_heads, " head_dim ", shape.head_dim, " queries ",
-         shape.num_queries, " slots ", shape.num_slots, " ", dtype_name(shape.dtype), " rope ", shape.rope.style, "/",
-         shape.rope.rotary_dims, cooperative ? " cooperative matrices" : " SIMT");
-    CHECK(test::relative_max_error(actual.out, expected.out) < tolerance(shape, cooperative));
-    // Scores are f32 probabilities either way; the sum over queries and heads is of order 1.
-    if (with_scores) CHECK(test::relative_max_error(actual.scores, expected.scores) < 1e-5);
+    for (bool rope_on_load : {false, true}) {
+      if (rope_on_load && !(cooperative && shape.rope.enabled())) continue;
+      const CoopmatRopeVariant variant(rope_on_load);
+      const test::AttentionResult actual = problem.run(*gpu, with_scores);
+      INFO("q_heads ", shape.num_q_heads, " kv_heads ", shape.num_kv_heads, " head_dim ", shape.head_dim, " queries ",
+           shape.num_queries, " slots ", shape.num_slots, " ", std::string(dtype_name(shape.dtype)), " rope ", shape.rope.style, "/",
+           shape.rope.rotary_dims,
+           std::string(cooperative ? (rope_on_load ? " cooperative, keys rotated as staged" : " cooperative") : " SIMT"));
+      CHECK(test::relative_max_error(actual.out, expected.out) < tolerance(shape, cooperative));
+      if (with_scores) CHECK(test::relative_max_error(actual.scores, expected.scores) < scores_tolerance(shape, cooperative));
+    }
   }
   CHECK(test::validation_messages() == 0);
 }
