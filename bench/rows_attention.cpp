@@ -2,6 +2,7 @@
 // queries, each at three cache lengths (4K, 32K, 128K), in the shape the issues fix (32 q /
 // 8 kv heads, d = 128). The prefill rows run on the context's matrix path (the report's header).
 #include <cmath>
+#include <vector>
 
 #include "bench_rows.h"
 #include "ops/attention.h"
@@ -10,7 +11,7 @@ namespace kvc::bench {
 namespace {
 
 struct AttentionBuffers {
-  std::unique_ptr<Tensor> q, k, v, positions, out;
+  std::unique_ptr<Tensor> q, k, v, positions, turn_table, out;
 };
 
 AttentionBuffers allocate(Backend& backend, const ops::AttentionShape& shape) {
@@ -23,12 +24,23 @@ AttentionBuffers allocate(Backend& backend, const ops::AttentionShape& shape) {
   buffers.v = make_random(backend, kv_bytes, shape.dtype);
   buffers.positions = std::make_unique<Tensor>(backend, size_t(shape.num_kv_heads) * shape.slot_stride * 4);
   buffers.out = std::make_unique<Tensor>(backend, q_bytes);
+  if (shape.rope.enabled()) {  // each kv head's slots at positions 0, 1, 2, ...
+    std::vector<int32_t> positions(size_t(shape.num_kv_heads) * shape.slot_stride);
+    for (size_t i = 0; i < positions.size(); ++i) positions[i] = static_cast<int32_t>(i % shape.slot_stride);
+    const std::vector<uint32_t> turns = ops::rope_turn_table(shape.rope);
+    buffers.turn_table = std::make_unique<Tensor>(backend, turns.size() * 4);
+    backend.begin();
+    backend.upload(positions.data(), positions.size() * 4, *buffers.positions, 0);
+    backend.upload(turns.data(), turns.size() * 4, *buffers.turn_table, 0);
+    backend.submit();
+  }
   return buffers;
 }
 
 Row time_attention(Backend& backend, const Timing& timing, const ops::AttentionShape& shape, const char* name) {
   AttentionBuffers b = allocate(backend, shape);
-  const ops::AttentionArgs args{view(*b.q), view(*b.k), view(*b.v), view(*b.positions), View{}, view(*b.out), View{}};
+  const ops::AttentionArgs args{view(*b.q), view(*b.k), view(*b.v), view(*b.positions),
+                                b.turn_table ? view(*b.turn_table) : View{}, view(*b.out), View{}};
   Row row;
   row.name = name;
   row.shape = "L=" + std::to_string(shape.num_slots) + " n=" + std::to_string(shape.num_queries) + " qh=" +
@@ -60,14 +72,21 @@ void add_attention_rows(Backend& backend, const Timing& timing, const RowOptions
       record(report, time_attention(backend, timing, shape, "decode_attention"));
     }
   }
-  if (!options.wants("prefill_attention")) return;
   shape.dtype = Dtype::F16;
   shape.num_queries = quick ? 128 : 2048;
   const std::vector<uint32_t> cached = quick ? std::vector<uint32_t>{1024} : std::vector<uint32_t>{32768, 4096, 131072};
   for (uint32_t length : cached) {
+    if (!options.wants("prefill_attention")) break;
     shape.num_slots = shape.slot_stride = length + shape.num_queries;
     record(report, time_attention(backend, timing, shape, "prefill_attention"));
   }
+  // With RoPE (NeoX, all dims), at the first length: the cooperative-matrix kernel reads keys
+  // rotated once per call by the rope op, or with KVC_COOPMAT_ROPE=load rotates them as it
+  // stages them; this row decides between the two.
+  if (!options.wants("prefill_attention_rope")) return;
+  shape.num_slots = shape.slot_stride = cached.front() + shape.num_queries;
+  shape.rope = {KVC_ROPE_NEOX, shape.head_dim, 10000.0};
+  record(report, time_attention(backend, timing, shape, "prefill_attention_rope"));
 }
 
 }  // namespace kvc::bench
