@@ -169,7 +169,17 @@ std::unique_ptr<Device> Device::create(const DeviceOptions& options) {
   coopmat.enable(device_info);
   self->matrix_path_ = coopmat.path();
   self->matrix_path_detail_ = coopmat.detail();
-  check(vkCreateDevice(self->physical_device_, &device_info, nullptr, &self->device_), "vkCreateDevice");
+  VkResult created = vkCreateDevice(self->physical_device_, &device_info, nullptr, &self->device_);
+  if (created != VK_SUCCESS && self->matrix_path_ == MatrixPath::Cooperative) {
+    // A driver that lists the extension but refuses it still runs the SIMT kernels.
+    self->matrix_path_ = MatrixPath::Simt;
+    self->matrix_path_detail_ = std::string("SIMT: vkCreateDevice refused VK_KHR_cooperative_matrix (") + result_name(created) + ")";
+    device_info.pNext = nullptr;
+    device_info.enabledExtensionCount = 0;
+    device_info.ppEnabledExtensionNames = nullptr;
+    created = vkCreateDevice(self->physical_device_, &device_info, nullptr, &self->device_);
+  }
+  check(created, "vkCreateDevice");
   vkGetDeviceQueue(self->device_, self->queue_family_, 0, &self->queue_);
   self->finish_setup();
   return self;
