@@ -97,6 +97,7 @@ void record(Report& report, Row row) {
 void print_table(const Report& report, const Report* peer) {
   std::printf("device: %s (%s), %s; measured copy bandwidth %.0f GB/s\n", report.device.c_str(), report.driver.c_str(),
               report.date.c_str(), report.copy_gbps);
+  if (!report.matrix_path.empty()) std::printf("matrix path: %s\n", report.matrix_path.c_str());
   const bool gpu_column = std::any_of(report.rows.begin(), report.rows.end(), [](const Row& row) { return row.gpu_us > 0; });
   std::printf("%-24s %-58s %-5s %11s %11s %8s %8s", "op", "shape", "dtype", "time (us)", "MB moved", "GB/s", "% copy");
   if (gpu_column) std::printf(" %11s %9s", "gpu (us)", "wall/gpu");
@@ -124,7 +125,8 @@ void print_table(const Report& report, const Report* peer) {
 
 std::string to_json(const Report& report) {
   std::ostringstream out;
-  out << "{\n  \"device\": \"" << report.device << "\",\n  \"driver\": \"" << report.driver << "\",\n  \"date\": \""
+  out << "{\n  \"device\": \"" << report.device << "\",\n  \"driver\": \"" << report.driver
+      << "\",\n  \"matrix_path\": \"" << report.matrix_path << "\",\n  \"date\": \""
       << report.date << "\",\n  \"copy_gbps\": " << report.copy_gbps << ",\n  \"rows\": [\n";
   for (size_t i = 0; i < report.rows.size(); ++i) {
     const Row& row = report.rows[i];

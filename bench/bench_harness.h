@@ -50,6 +50,7 @@ double copy_bandwidth_gbps(Backend& backend, const Timing& timing, size_t bytes)
 struct Report {
   std::string device;
   std::string driver;
+  std::string matrix_path;  // the context's kvc_matrix_path and its detail (empty for a peer)
   std::string date;
   double copy_gbps = 0;
   std::vector<Row> rows;

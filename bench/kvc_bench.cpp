@@ -4,6 +4,8 @@
 // through the C API on the wall clock, beside their GPU time. Never part of the tests.
 //
 //   kvc-bench [--quick] [--only NAME]... [--reps N] [--json out.json] [--compare peer.json]
+// The header and the JSON name the context's matrix path; KVC_COOPERATIVE_MATRIX=0 in the
+// environment times the SIMT kernels on a device that has cooperative matrices.
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -73,6 +75,9 @@ int run(int argc, char** argv) {
   Report report;
   report.device = backend->device_name();
   report.driver = driver_info(backend->device());
+  const vk::Device& device = backend->device();
+  report.matrix_path = std::string(device.matrix_path() == vk::MatrixPath::Cooperative ? "cooperative" : "simt") + " (" +
+                       device.matrix_path_detail() + ")";
   report.date = today();
   const bool small_device = backend->device().properties().deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU || options.quick;
   report.copy_gbps = copy_bandwidth_gbps(*backend, timing, small_device ? (size_t(64) << 20) : (size_t(1) << 30));

@@ -1,10 +1,12 @@
-// kvc-bench rows for attention: decode (flash-decoding) at three cache lengths and a causal
-// prefill chunk over a long cache, in the shape the issue fixes (32 q / 8 kv heads, d = 128),
-// and decode_sweep: long-context decode over several lengths and slot strides, each point timed
-// on several allocations of its buffers (issue 15: at 128K the same shape measured 193 to
-// 751 us from one allocation to the next).
+// kvc-bench rows for attention: decode (flash-decoding) and a causal prefill chunk of 2048
+// queries, each at three cache lengths (4K, 32K, 128K), in the shape the issues fix (32 q /
+// 8 kv heads, d = 128), and decode_sweep: long-context decode over several lengths and slot
+// strides, each point timed on several allocations of its buffers (issue 15: at 128K the same
+// shape measured 193 to 751 us from one allocation to the next). The prefill rows run on the
+// context's matrix path (the report's header).
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "bench_rows.h"
 #include "ops/attention.h"
@@ -13,7 +15,7 @@ namespace kvc::bench {
 namespace {
 
 struct AttentionBuffers {
-  std::unique_ptr<Tensor> q, k, v, positions, out;
+  std::unique_ptr<Tensor> q, k, v, positions, turn_table, out;
 };
 
 AttentionBuffers allocate(Backend& backend, const ops::AttentionShape& shape) {
@@ -26,11 +28,22 @@ AttentionBuffers allocate(Backend& backend, const ops::AttentionShape& shape) {
   buffers.v = make_random(backend, kv_bytes, shape.dtype);
   buffers.positions = std::make_unique<Tensor>(backend, size_t(shape.num_kv_heads) * shape.slot_stride * 4);
   buffers.out = std::make_unique<Tensor>(backend, q_bytes);
+  if (shape.rope.enabled()) {  // each kv head's slots at positions 0, 1, 2, ...
+    std::vector<int32_t> positions(size_t(shape.num_kv_heads) * shape.slot_stride);
+    for (size_t i = 0; i < positions.size(); ++i) positions[i] = static_cast<int32_t>(i % shape.slot_stride);
+    const std::vector<uint32_t> turns = ops::rope_turn_table(shape.rope);
+    buffers.turn_table = std::make_unique<Tensor>(backend, turns.size() * 4);
+    backend.begin();
+    backend.upload(positions.data(), positions.size() * 4, *buffers.positions, 0);
+    backend.upload(turns.data(), turns.size() * 4, *buffers.turn_table, 0);
+    backend.submit();
+  }
   return buffers;
 }
 
 double time_buffers(Backend& backend, const Timing& timing, const ops::AttentionShape& shape, const AttentionBuffers& b) {
-  const ops::AttentionArgs args{view(*b.q), view(*b.k), view(*b.v), view(*b.positions), View{}, view(*b.out), View{}};
+  const ops::AttentionArgs args{view(*b.q), view(*b.k), view(*b.v), view(*b.positions),
+                                b.turn_table ? view(*b.turn_table) : View{}, view(*b.out), View{}};
   return median_us(backend, timing, [&] { ops::attention(backend, shape, args); });
 }
 
@@ -108,11 +121,21 @@ void add_attention_rows(Backend& backend, const Timing& timing, const RowOptions
         record(report, time_allocations(backend, timing, shape, quick ? 2 : 5));
       }
   }
-  if (!options.wants("prefill_attention")) return;
   shape.dtype = Dtype::F16;
   shape.num_queries = quick ? 128 : 2048;
-  shape.num_slots = shape.slot_stride = (quick ? 1024 : 32768) + shape.num_queries;
-  record(report, time_attention(backend, timing, shape, "prefill_attention"));
+  const std::vector<uint32_t> cached = quick ? std::vector<uint32_t>{1024} : std::vector<uint32_t>{32768, 4096, 131072};
+  for (uint32_t length : cached) {
+    if (!options.wants("prefill_attention")) break;
+    shape.num_slots = shape.slot_stride = length + shape.num_queries;
+    record(report, time_attention(backend, timing, shape, "prefill_attention"));
+  }
+  // With RoPE (NeoX, all dims), at the first length: the cooperative-matrix kernel reads keys
+  // rotated once per call by the rope op, or with KVC_COOPMAT_ROPE=load rotates them as it
+  // stages them; this row decides between the two.
+  if (!options.wants("prefill_attention_rope")) return;
+  shape.num_slots = shape.slot_stride = cached.front() + shape.num_queries;
+  shape.rope = {KVC_ROPE_NEOX, shape.head_dim, 10000.0};
+  record(report, time_attention(backend, timing, shape, "prefill_attention_rope"));
 }
 
 }  // namespace kvc::bench

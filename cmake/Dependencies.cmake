@@ -4,6 +4,7 @@ find_path(KVC_VULKAN_INCLUDE_DIR vulkan/vulkan.h REQUIRED)            # libvulka
 find_path(KVC_VOLK_DIR volk.c PATHS /usr/include REQUIRED)            # libvulkan-volk-dev
 find_file(KVC_VKFFT_HEADER vkFFT.h PATHS /usr/include REQUIRED)       # libvkfft-dev
 find_program(KVC_GLSLANG_VALIDATOR glslangValidator REQUIRED)         # glslang-tools
+include(${CMAKE_CURRENT_LIST_DIR}/CoopmatGlslang.cmake)
 find_package(Threads REQUIRED)
 
 # glslang-dev and spirv-tools ship static archives only; VkFFT compiles its GLSL at run time

@@ -1,6 +1,9 @@
 # GLSL compute shaders -> SPIR-V at build time -> C++ arrays embedded in the library.
 # kvc_embed_shaders(<target> <shader.comp>...) adds the generated sources to <target>, plus a
 # registry (shader_registry.cpp) that maps each file's stem to its words.
+# Shaders named *_coopmat.comp use cooperative matrices: they are compiled for Vulkan 1.3 by the
+# glslang >= 13 that cmake/CoopmatGlslang.cmake found (and checked by its spirv-val), or left
+# out of the library when there is none; the runtime asks the registry before it takes them.
 function(kvc_embed_shaders target)
   set(out_dir ${CMAKE_CURRENT_BINARY_DIR}/shaders)
   file(MAKE_DIRECTORY ${out_dir})
@@ -11,10 +14,22 @@ function(kvc_embed_shaders target)
     get_filename_component(name ${src} NAME_WE)
     set(spv ${out_dir}/${name}.spv)
     set(cpp ${out_dir}/${name}.spv.cpp)
+    set(compile COMMAND ${KVC_GLSLANG_VALIDATOR} -V --target-env vulkan1.1)
+    set(check "")
+    if(name MATCHES "_coopmat$")
+      if(NOT KVC_COOPMAT_COMPILER)
+        continue()
+      endif()
+      set(compile COMMAND ${CMAKE_COMMAND} -E env "LD_LIBRARY_PATH=${KVC_COOPMAT_COMPILER_LIBS}"
+                  ${KVC_COOPMAT_COMPILER} -V --target-env vulkan1.3)
+      if(KVC_COOPMAT_SPIRV_VAL)
+        set(check COMMAND ${KVC_COOPMAT_SPIRV_VAL} --target-env vulkan1.3 ${spv})
+      endif()
+    endif()
     add_custom_command(
       OUTPUT ${cpp}
-      COMMAND ${KVC_GLSLANG_VALIDATOR} -V --target-env vulkan1.1 -I${PROJECT_SOURCE_DIR}/shaders/include
-              -o ${spv} ${src}
+      ${compile} -I${PROJECT_SOURCE_DIR}/shaders/include -o ${spv} ${src}
+      ${check}
       COMMAND ${CMAKE_COMMAND} -DSPV=${spv} -DCPP=${cpp} -DNAME=${name}
               -P ${PROJECT_SOURCE_DIR}/cmake/SpvToCpp.cmake
       DEPENDS ${src} ${include_files} ${PROJECT_SOURCE_DIR}/cmake/SpvToCpp.cmake

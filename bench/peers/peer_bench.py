@@ -98,7 +98,8 @@ def main():
                 rows.append(attention_row("decode_attention", length, 1, dtype))
     queries = 128 if args.quick else 2048
     if wanted("prefill_attention", args.only):
-        rows.append(attention_row("prefill_attention", (1024 if args.quick else 32768) + queries, queries, "f16"))
+        for cached in ([1024] if args.quick else [32768, 4096, 131072]):
+            rows.append(attention_row("prefill_attention", cached + queries, queries, "f16"))
     rows += policy_rows(args.quick, args.only)
     rows += engine_torch.engine_rows(args.quick, lambda name: wanted(name, args.only))
     report = {"device": torch.cuda.get_device_name(), "driver": f"torch {torch.__version__}, CUDA {torch.version.cuda}",

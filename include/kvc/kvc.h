@@ -98,6 +98,9 @@ typedef enum kvc_backend {
 /* Enable the Khronos validation layer; its messages are counted (kvc_context_info). The
  * environment variable KVC_VALIDATION=1 does the same for every context. */
 #define KVC_CONTEXT_VALIDATION 0x1u
+/* Run the SIMT kernels even where the device has cooperative matrices (kvc_matrix_path). The
+ * environment variable KVC_COOPERATIVE_MATRIX=0 does the same for every context. */
+#define KVC_CONTEXT_NO_COOPERATIVE_MATRIX 0x2u
 
 typedef struct kvc_context_desc {
     uint32_t struct_size;
@@ -144,6 +147,15 @@ KVC_API const char* kvc_context_last_error(const kvc_context* context);
 /* The detail of the last kvc_context_create* failure on this thread (no context exists yet). */
 KVC_API const char* kvc_last_create_error(void);
 
+/* How a context's Vulkan kernels multiply tiles where libkvc has both kernels (today: causal
+ * prefill attention over f16 caches, head_dim a multiple of 16 up to 128). */
+typedef enum kvc_matrix_path {
+    KVC_MATRIX_PATH_SIMT = 0,        /* f32 multiply-adds on every device (and the CPU backend) */
+    KVC_MATRIX_PATH_COOPERATIVE = 1, /* f16 x f16 -> f32 cooperative matrices (VK_KHR_cooperative_matrix:
+                                        tensor cores); needs a build with glslang >= 13 */
+    KVC_MATRIX_PATH_MAX_ENUM = 0x7fffffff
+} kvc_matrix_path;
+
 typedef struct kvc_context_info {
     uint32_t struct_size;
     kvc_backend backend;          /* VULKAN or CPU, never AUTO */
@@ -151,6 +163,8 @@ typedef struct kvc_context_info {
     uint32_t vendor_id;           /* PCI vendor id, 0 for the CPU backend */
     uint32_t validation_messages; /* validation-layer warnings and errors seen so far */
     uint32_t buffer_offset_alignment; /* kvc_buffer_view offsets are multiples of this (16 on the CPU) */
+    kvc_matrix_path matrix_path;  /* fixed when the context is created */
+    char matrix_path_detail[160]; /* the matrix shape taken, or why SIMT ("SIMT: ...") */
 } kvc_context_info;
 
 /* Describes the context's device. Set info->struct_size before the call. */

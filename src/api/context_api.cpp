@@ -40,6 +40,7 @@ kvc_status kvc_context_create(const kvc_context_desc* desc, kvc_context** out_co
     } else {
       kvc::vk::DeviceOptions options;
       options.validation = (desc->flags & KVC_CONTEXT_VALIDATION) != 0;
+      options.cooperative_matrix = (desc->flags & KVC_CONTEXT_NO_COOPERATIVE_MATRIX) == 0;
       options.device_index = desc->device_index;
       try {
         context->backend = kvc::Backend::make_vulkan(kvc::vk::Device::create(options));
@@ -98,9 +99,14 @@ kvc_status kvc_context_info_get(kvc_context* context, kvc_context_info* info) {
     result.backend = backend.is_cpu() ? KVC_BACKEND_CPU : KVC_BACKEND_VULKAN;
     std::strncpy(result.device_name, backend.device_name().c_str(), sizeof(result.device_name) - 1);
     result.buffer_offset_alignment = kvc::api::buffer_offset_alignment(backend);
+    result.matrix_path = KVC_MATRIX_PATH_SIMT;
+    std::strncpy(result.matrix_path_detail, "SIMT: the CPU backend", sizeof(result.matrix_path_detail) - 1);
     if (!backend.is_cpu()) {
-      result.vendor_id = backend.device().properties().vendorID;
-      result.validation_messages = backend.device().validation_messages();
+      const kvc::vk::Device& device = backend.device();
+      result.vendor_id = device.properties().vendorID;
+      result.validation_messages = device.validation_messages();
+      result.matrix_path = static_cast<kvc_matrix_path>(device.matrix_path());
+      std::strncpy(result.matrix_path_detail, device.matrix_path_detail().c_str(), sizeof(result.matrix_path_detail) - 1);
     }
     std::memcpy(info, &result, std::min<size_t>(info->struct_size, sizeof(result)));
   });

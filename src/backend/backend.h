@@ -53,6 +53,7 @@ enum class ScratchId : uint32_t {
   AttentionPartials,
   AttentionLse,
   AttentionLogits,
+  AttentionKeys,  // keys rotated once per call for the cooperative-matrix prefill
   WindowQuery,
   WindowLogits,
   WindowPartials,

@@ -1,12 +1,16 @@
 // Vulkan attention: flash-decoding (split + merge) for one query, which rotates its query
 // itself and writes its logits when scores are asked for (decode_scores turns them into
-// scores); for a chunk, queries rotated and scaled once (rope op), the tiled causal kernel, then
-// optionally attention_scores.
+// scores); for a chunk, queries rotated and scaled once (rope op), the tiled causal kernel (on
+// cooperative matrices where the context's path allows and the shape qualifies, else f32
+// SIMT), then optionally attention_scores.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 
 #include "ops/attention.h"
 #include "ops/rotated_reads_vulkan.h"
+#include "vulkan/device.h"
 
 namespace kvc::ops {
 namespace {
@@ -25,6 +29,13 @@ constexpr uint32_t kPrefillThreads = 128;
 constexpr uint32_t kPrefillMaxRowGroups = 16;
 constexpr uint32_t kPrefillRowsPerGroup = 8;  // the shader's ROWS
 constexpr uint32_t kScoresWorkgroup = 64;
+// attention_prefill_coopmat: a subgroup of 32 lanes per 16 rows, tiles of 32 keys. 8 subgroups
+// (128-row blocks) where the shared memory fits, else 4: each staged key tile serves the
+// block's rows, and 64-row blocks would double the keys' and values' L2 traffic.
+constexpr uint32_t kCoopmatRows = 16;     // rows per subgroup (the matrix size)
+constexpr uint32_t kCoopmatKeyTile = 32;  // the shader's KEY_TILE
+constexpr uint32_t kCoopmatMaxHeadDim = 128;
+constexpr uint32_t kCoopmatSubgroupChoices[] = {8, 4};
 
 struct DecodePush {
   uint32_t num_slots, slot_stride, num_splits, group_size;
@@ -39,8 +50,89 @@ struct DecodeScoresPush {
 struct ChunkPush {
   uint32_t num_slots, slot_stride, num_queries, group_size, num_q_heads;
 };
+struct CoopmatPush {
+  uint32_t num_slots, key_slot_stride, slot_stride, num_queries, group_size, num_q_heads;
+};
+
+// The shader's shared memory: key and value tiles ([key][head_dim / 8 + 1] 16-byte items) and
+// per subgroup a scratch of 16 rows x (KEY_TILE / 4 + 1) items.
+uint32_t coopmat_shared_bytes(uint32_t head_dim, uint32_t subgroups) {
+  const uint32_t tile_items = kCoopmatKeyTile * (head_dim / 8 + 1);
+  const uint32_t scratch_items = kCoopmatRows * (kCoopmatKeyTile / 4 + 1);
+  return 16 * (2 * tile_items + subgroups * scratch_items);
+}
+
+// Subgroups per workgroup for the cooperative-matrix prefill, 0 when none fits the device.
+uint32_t coopmat_subgroups(const vk::Device& device, uint32_t head_dim) {
+  const VkPhysicalDeviceLimits& limits = device.properties().limits;
+  for (uint32_t subgroups : kCoopmatSubgroupChoices) {
+    const uint32_t threads = subgroups * vk::kCooperativeSubgroupSize;
+    if (coopmat_shared_bytes(head_dim, subgroups) <= limits.maxComputeSharedMemorySize &&
+        threads <= limits.maxComputeWorkGroupInvocations && threads <= limits.maxComputeWorkGroupSize[0])
+      return subgroups;
+  }
+  return 0;
+}
+
+// Whether the cooperative-matrix prefill rotates keys as it stages them rather than reading
+// them pre-rotated: KVC_COOPMAT_ROPE=load, to measure the two against each other (the kernel's
+// header comment); read per call so that a test can run both.
+bool rope_on_load() {
+  const char* setting = std::getenv("KVC_COOPMAT_ROPE");
+  return setting && std::strcmp(setting, "load") == 0;
+}
+
+// Causal chunk attention on cooperative matrices. With RoPE the keys are rotated once into
+// f32 scratch by the rope op (one dispatch per kv head): rotating in the kernel costs a cos/sin
+// pair per key element per workgroup, estimated at about its matrix work (not yet measured).
+void prefill_on_cooperative_matrices(Backend& backend, const AttentionShape& shape, const AttentionArgs& args,
+                                     const RopeBindings& rope, Tensor& q_rot, Tensor& lse) {
+  const uint32_t dim = shape.head_dim;
+  const uint32_t subgroups = coopmat_subgroups(backend.device(), dim);
+  const bool rotate_on_load = rope.style != 0 && rope_on_load();
+  const bool keys_f32 = rope.style != 0 && !rotate_on_load;
+  View keys = args.k;
+  uint32_t key_slot_stride = shape.slot_stride;
+  if (keys_f32) {
+    const uint64_t key_bytes = size_product({shape.num_kv_heads, shape.num_slots, dim, sizeof(float)});
+    require_within(key_bytes, backend.tensor_limit(), "", [&] {
+      return "rotated keys (" + std::to_string(shape.num_kv_heads) + " kv heads x " + std::to_string(shape.num_slots) +
+             " slots x " + std::to_string(dim) + " dims x 4 bytes)";
+    });
+    Tensor& rotated = backend.scratch(ScratchId::AttentionKeys, key_bytes);
+    const RopeShape rope_shape{shape.num_slots, 1, dim, shape.dtype, shape.rope, 1.0f};
+    for (uint32_t kv_head = 0; kv_head < shape.num_kv_heads; ++kv_head) {
+      const size_t first = size_t(kv_head) * shape.slot_stride;
+      rope_vulkan(backend, rope_shape,
+                  {View{args.k.tensor, args.k.offset + first * dim * dtype_size(shape.dtype)},
+                   View{args.positions.tensor, args.positions.offset + first * sizeof(int32_t)}, args.turn_table,
+                   View{&rotated, size_t(kv_head) * shape.num_slots * dim * sizeof(float)}});
+    }
+    keys = view(rotated);
+    key_slot_stride = shape.num_slots;
+  }
+  const uint32_t group = shape.num_q_heads / shape.num_kv_heads;
+  const CoopmatPush push{shape.num_slots, key_slot_stride, shape.slot_stride, shape.num_queries, group, shape.num_q_heads};
+  backend.recorder().dispatch(
+      {"attention_prefill_coopmat", 7, sizeof(CoopmatPush),
+       {subgroups * vk::kCooperativeSubgroupSize, dim, keys_f32, rotate_on_load ? rope.style : 0u,
+        rotate_on_load ? rope.rotary_dims : 0u}},
+      {slice(view(q_rot)), slice(keys), slice(args.v), slice(args.out), slice(view(lse)), rope.positions, rope.turns}, &push,
+      group_count(uint64_t(shape.num_queries) * group, subgroups * kCoopmatRows), shape.num_kv_heads);
+}
 
 }  // namespace
+
+bool attention_on_cooperative_matrices(Backend& backend, const AttentionShape& shape) {
+  if (backend.is_cpu() || shape.num_queries < 2 || shape.dtype != Dtype::F16 || shape.head_dim % kCoopmatRows != 0 ||
+      shape.head_dim > kCoopmatMaxHeadDim)
+    return false;
+  const vk::Device& device = backend.device();
+  if (device.matrix_path() != vk::MatrixPath::Cooperative || coopmat_subgroups(device, shape.head_dim) == 0) return false;
+  // With RoPE each kv head's keys bind at their own offset, which must meet the device's alignment.
+  const uint64_t head_bytes = uint64_t(shape.slot_stride) * shape.head_dim * dtype_size(shape.dtype);
+  return rope_style_constant(shape.rope) == 0 || head_bytes % device.properties().limits.minStorageBufferOffsetAlignment == 0;
+}
 
 void attention_vulkan(Backend& backend, const AttentionShape& shape, const AttentionArgs& args) {
   vk::Recorder& recorder = backend.recorder();
@@ -99,6 +191,8 @@ void attention_vulkan(Backend& backend, const AttentionShape& shape, const Atten
                         {slice(view(logits)), slice(view(lse)), slice(args.scores)}, &scores_push,
                         group_count(shape.num_slots, kScoresWorkgroup), shape.num_kv_heads);
     }
+  } else if (attention_on_cooperative_matrices(backend, shape)) {
+    prefill_on_cooperative_matrices(backend, shape, args, rope, *q_rot, lse);
   } else {
     const uint32_t columns = dim / 8;
     const uint32_t row_groups = std::min(kPrefillMaxRowGroups, kPrefillThreads / columns);

@@ -87,7 +87,10 @@ std::unique_ptr<Device> Device::create(const DeviceOptions& options) {
   VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
   app.pApplicationName = "libkvc";
   app.pEngineName = "libkvc";
-  app.apiVersion = VK_API_VERSION_1_1;
+  // 1.3 where the loader has it: the cooperative-matrix shaders are SPIR-V 1.6. The other
+  // kernels ask for 1.1 only, and a 1.1 device still runs them under a 1.3 instance.
+  const uint32_t instance_api = volkGetInstanceVersion() >= VK_API_VERSION_1_3 ? VK_API_VERSION_1_3 : VK_API_VERSION_1_1;
+  app.apiVersion = instance_api;
   VkInstanceCreateInfo instance_info{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
   instance_info.pApplicationInfo = &app;
   const char* layers[] = {kValidationLayer};
@@ -160,7 +163,23 @@ std::unique_ptr<Device> Device::create(const DeviceOptions& options) {
   VkDeviceCreateInfo device_info{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   device_info.queueCreateInfoCount = 1;
   device_info.pQueueCreateInfos = &queue_info;
-  check(vkCreateDevice(self->physical_device_, &device_info, nullptr, &self->device_), "vkCreateDevice");
+  const char* env_coopmat = std::getenv("KVC_COOPERATIVE_MATRIX");
+  const bool coopmat_wanted = options.cooperative_matrix && !(env_coopmat && std::strcmp(env_coopmat, "0") == 0);
+  CooperativeMatrixSetup coopmat(self->instance_, instance_api, self->physical_device_, coopmat_wanted);
+  coopmat.enable(device_info);
+  self->matrix_path_ = coopmat.path();
+  self->matrix_path_detail_ = coopmat.detail();
+  VkResult created = vkCreateDevice(self->physical_device_, &device_info, nullptr, &self->device_);
+  if (created != VK_SUCCESS && self->matrix_path_ == MatrixPath::Cooperative) {
+    // A driver that lists the extension but refuses it still runs the SIMT kernels.
+    self->matrix_path_ = MatrixPath::Simt;
+    self->matrix_path_detail_ = std::string("SIMT: vkCreateDevice refused VK_KHR_cooperative_matrix (") + result_name(created) + ")";
+    device_info.pNext = nullptr;
+    device_info.enabledExtensionCount = 0;
+    device_info.ppEnabledExtensionNames = nullptr;
+    created = vkCreateDevice(self->physical_device_, &device_info, nullptr, &self->device_);
+  }
+  check(created, "vkCreateDevice");
   vkGetDeviceQueue(self->device_, self->queue_family_, 0, &self->queue_);
   self->finish_setup();
   return self;
@@ -175,6 +194,7 @@ std::unique_ptr<Device> Device::wrap(const ExternalHandles& handles) {
   self->device_ = handles.device;
   self->queue_ = handles.queue;
   self->queue_family_ = handles.queue_family;
+  self->matrix_path_detail_ = "SIMT: an application's VkDevice (which features it enabled is not known)";
   volkLoadInstance(self->instance_);
   self->finish_setup();
   return self;

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "vulkan/cooperative_matrix.h"
 #include "vulkan/vk.h"
 
 namespace kvc::vk {
@@ -17,6 +18,9 @@ class Staging;
 struct DeviceOptions {
   bool validation = false;
   int device_index = -1;  // -1: choose by type (discrete > integrated > virtual > CPU)
+  // Take the cooperative-matrix kernels where the device has them (KVC_COOPERATIVE_MATRIX=0
+  // in the environment turns them off for every device).
+  bool cooperative_matrix = true;
 };
 
 struct ExternalHandles {
@@ -48,6 +52,11 @@ class Device {
   std::string name() const { return properties_.deviceName; }
   uint32_t subgroup_size() const { return subgroup_size_; }
   bool supports_timestamps() const { return timestamp_valid_bits_ != 0; }
+  // Which kernels multiply tiles where both paths exist, and the shape or why SIMT. Fixed at
+  // creation: the cooperative path enables VK_KHR_cooperative_matrix on this VkDevice. An
+  // application's device (wrap) takes SIMT: which features it enabled is not known.
+  MatrixPath matrix_path() const { return matrix_path_; }
+  const std::string& matrix_path_detail() const { return matrix_path_detail_; }
   double timestamp_period_ns() const { return properties_.limits.timestampPeriod; }
 
   // A memory type index with all of `required` flags among `type_bits`, preferring one that
@@ -83,6 +92,8 @@ class Device {
   VkPhysicalDeviceMemoryProperties memory_properties_{};
   uint32_t subgroup_size_ = 0;
   uint32_t timestamp_valid_bits_ = 0;
+  MatrixPath matrix_path_ = MatrixPath::Simt;
+  std::string matrix_path_detail_;
   std::unique_ptr<PipelineCache> pipelines_;
   std::unique_ptr<Staging> staging_;
   std::atomic<uint32_t> validation_messages_{0};

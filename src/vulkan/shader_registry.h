@@ -16,4 +16,11 @@ struct ShaderModuleWords {
 
 const std::vector<ShaderModuleWords>& embedded_shaders();
 
+// Whether this build embeds `name` (the *_coopmat shaders need glslang >= 13 at build time).
+inline bool has_embedded_shader(const std::string& name) {
+  for (const ShaderModuleWords& shader : embedded_shaders())
+    if (name == shader.name) return true;
+  return false;
+}
+
 }  // namespace kvc::vk

@@ -1,31 +1,81 @@
 // Vulkan attention against the CPU reference on fresh random inputs over a grid of shapes:
 // decode (flash-decoding split + merge) and causal chunks, with and without RoPE, f32 and
-// f16, GQA ratios 1, 4 and 8, head_dim 8 to 256, cache lengths from 1 to 70000.
+// f16, GQA ratios 1, 4 and 8, head_dim 8 to 256, cache lengths from 1 to 70000. Chunks run on
+// both kernels where the device has cooperative matrices (the SIMT kernel on a second device
+// made without them); on lavapipe the SIMT kernel alone.
 #include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "support/attention_case.h"
 #include "support/test_support.h"
+#include "vulkan/device.h"
 
 namespace kvc {
 namespace {
 
 // f32: both accumulate in f32 or better; 1e-5 of the output scale covers the GPU's f32
 // summation over up to 70000 slots. f16: both round the output to f16 (2^-11 relative each).
-double tolerance(Dtype dtype) { return dtype == Dtype::F32 ? 1e-5 : 2e-3; }
+// Cooperative matrices multiply f16 operands: without RoPE the queries and keys are the f16
+// inputs exactly and only P is rounded (2^-12 relative, unbiased), within the same 2e-3; with
+// RoPE the rotated queries and keys are rounded to f16 too, which moves a logit by about 2^-12
+// of its terms' magnitudes: ~1e-3 on the peaked case (q in [-8, 8], logits up to ~12), hence 4e-3.
+double tolerance(const ops::AttentionShape& shape, bool cooperative) {
+  if (shape.dtype == Dtype::F32) return 1e-5;
+  return cooperative && shape.rope.enabled() ? 4e-3 : 2e-3;
+}
+
+// Scores are f32 probabilities either way (attention_scores in f32 SIMT), the sum over queries
+// and heads of order 1, but they divide by the attention kernel's log-sum-exp. On cooperative
+// matrices that carries the f16 rounding of rotated queries and keys (as above, 4e-3 with
+// RoPE) or, without RoPE, the tensor cores' f32 accumulation, which truncates where SIMT
+// rounds (Fasi et al. 2021): ~1e-5 of a logit, hence 1e-4.
+double scores_tolerance(const ops::AttentionShape& shape, bool cooperative) {
+  if (!cooperative) return 1e-5;
+  return shape.rope.enabled() ? 4e-3 : 1e-4;
+}
+
+// The shared backend, and for a chunk also the SIMT one where the shared one takes
+// cooperative matrices.
+std::vector<Backend*> backends_for(const ops::AttentionShape& shape) {
+  Backend* gpu = test::vulkan_backend();
+  std::vector<Backend*> backends{gpu};
+  if (gpu && ops::attention_on_cooperative_matrices(*gpu, shape)) backends.push_back(test::vulkan_simt_backend());
+  return backends;
+}
+
+// The cooperative-matrix prefill's two RoPE variants (keys pre-rotated, the default, or
+// rotated as staged: KVC_COOPMAT_ROPE=load), set for the guard's lifetime.
+class CoopmatRopeVariant {
+ public:
+  explicit CoopmatRopeVariant(bool on_load) {
+    if (on_load) setenv("KVC_COOPMAT_ROPE", "load", 1);
+    else unsetenv("KVC_COOPMAT_ROPE");
+  }
+  ~CoopmatRopeVariant() { unsetenv("KVC_COOPMAT_ROPE"); }
+};
 
 void check_against_cpu(const ops::AttentionShape& shape, float q_range = 2.0f) {
-  Backend* gpu = test::vulkan_backend();
-  REQUIRE(gpu != nullptr);
   const bool with_scores = shape.num_slots <= 5000;  // the CPU scores pass is slow past that
   const test::AttentionCase problem = test::AttentionCase::random(shape, q_range);
   const test::AttentionResult expected = problem.run(test::cpu_backend(), with_scores);
-  const test::AttentionResult actual = problem.run(*gpu, with_scores);
-  INFO("q_heads ", shape.num_q_heads, " kv_heads ", shape.num_kv_heads, " head_dim ", shape.head_dim, " queries ",
-       shape.num_queries, " slots ", shape.num_slots, " ", dtype_name(shape.dtype), " rope ", shape.rope.style, "/",
-       shape.rope.rotary_dims);
-  CHECK(test::relative_max_error(actual.out, expected.out) < tolerance(shape.dtype));
-  // Scores are f32 probabilities either way; the sum over queries and heads is of order 1.
-  if (with_scores) CHECK(test::relative_max_error(actual.scores, expected.scores) < 1e-5);
+  for (Backend* gpu : backends_for(shape)) {
+    REQUIRE(gpu != nullptr);
+    const bool cooperative = ops::attention_on_cooperative_matrices(*gpu, shape);
+    for (bool rope_on_load : {false, true}) {
+      if (rope_on_load && !(cooperative && shape.rope.enabled())) continue;
+      const CoopmatRopeVariant variant(rope_on_load);
+      const test::AttentionResult actual = problem.run(*gpu, with_scores);
+      INFO("q_heads ", shape.num_q_heads, " kv_heads ", shape.num_kv_heads, " head_dim ", shape.head_dim, " queries ",
+           shape.num_queries, " slots ", shape.num_slots, " ", std::string(dtype_name(shape.dtype)), " rope ", shape.rope.style, "/",
+           shape.rope.rotary_dims,
+           std::string(cooperative ? (rope_on_load ? " cooperative, keys rotated as staged" : " cooperative") : " SIMT"));
+      CHECK(test::relative_max_error(actual.out, expected.out) < tolerance(shape, cooperative));
+      if (with_scores) CHECK(test::relative_max_error(actual.scores, expected.scores) < scores_tolerance(shape, cooperative));
+    }
+  }
   CHECK(test::validation_messages() == 0);
 }
 
@@ -113,6 +163,59 @@ TEST_CASE("causal chunk attention on Vulkan over a long cache, peaked and flat s
     check_against_cpu(make_shape(8, 2, 128, 100, 100 + 9000, dtype), 2.0f);
     check_against_cpu(make_shape(8, 2, 128, 100, 100 + 9000, dtype, KVC_ROPE_NEOX, 64), 8.0f);
   }
+}
+
+}  // namespace kvc
+
+namespace kvc {
+
+TEST_CASE("causal chunk attention takes cooperative matrices wherever the device offers them") {
+  Backend* gpu = test::vulkan_backend();
+  REQUIRE(gpu != nullptr);
+  const vk::Device& device = gpu->device();
+  const bool cooperative = device.matrix_path() == vk::MatrixPath::Cooperative;
+  MESSAGE(device.name(), ": ", device.matrix_path_detail());
+  // Lavapipe has 16-bit arithmetic but no cooperative matrices: the fallback (CI checks this).
+  if (device.properties().deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) CHECK(!cooperative);
+  for (uint32_t head_dim : {16u, 64u, 96u, 128u}) {
+    ops::AttentionShape shape = make_shape(8, 2, head_dim, 37, 37 + 300, Dtype::F16, KVC_ROPE_NEOX);
+    CHECK(ops::attention_on_cooperative_matrices(*gpu, shape) == cooperative);
+    shape.dtype = Dtype::F32;  // f32 caches, decode and the other head dims keep the SIMT kernels
+    CHECK(!ops::attention_on_cooperative_matrices(*gpu, shape));
+  }
+  for (uint32_t head_dim : {8u, 40u, 72u, 256u})
+    CHECK(!ops::attention_on_cooperative_matrices(*gpu, make_shape(8, 2, head_dim, 37, 337, Dtype::F16)));
+  CHECK(!ops::attention_on_cooperative_matrices(*gpu, make_shape(8, 2, 128, 1, 300, Dtype::F16)));
+  if (!cooperative) return;
+  Backend* simt = test::vulkan_simt_backend();
+  REQUIRE(simt != nullptr);
+  CHECK(simt->device().matrix_path() == vk::MatrixPath::Simt);
+}
+
+TEST_CASE("causal chunk attention on cooperative matrices: block edges, GQA, causal offsets") {
+  // A workgroup takes 128 rows (8 subgroups of 16) of one kv head and tiles of 32 keys: row
+  // counts just inside and past a subgroup's 16 and a block's 128, at GQA ratios 1, 3 and 8
+  // (a group's heads straddle subgroups), cached lengths on and off the 32-key tiles. Runs
+  // through check_against_cpu on both kernels where the device has cooperative matrices.
+  Backend* gpu = test::vulkan_backend();
+  REQUIRE(gpu != nullptr);
+  if (gpu->device().matrix_path() != vk::MatrixPath::Cooperative) {
+    MESSAGE("skipped: ", gpu->device().matrix_path_detail());
+    return;
+  }
+  auto check = [&](ops::AttentionShape shape) {
+    shape.slot_stride = shape.num_slots + 3;  // as AttentionCase lays the cache out
+    CHECK(ops::attention_on_cooperative_matrices(*gpu, shape));
+    check_against_cpu(shape);
+  };
+  const uint32_t gqa[][2] = {{4, 4}, {6, 2}, {8, 1}};
+  for (const auto& heads : gqa)
+    for (uint32_t queries : {2u, 15u, 17u, 128u, 129u, 300u})
+      for (uint32_t cached : {0u, 31u, 32u, 1000u}) {
+        const kvc_rope_style rope = (queries + cached) % 2 ? KVC_ROPE_NEOX : (cached % 2 ? KVC_ROPE_INTERLEAVED : KVC_ROPE_NONE);
+        check(make_shape(heads[0], heads[1], 64, queries, cached + queries, Dtype::F16, rope));
+      }
+  for (uint32_t head_dim : {16u, 48u, 112u}) check(make_shape(8, 2, head_dim, 70, 70 + 129, Dtype::F16, KVC_ROPE_NEOX, head_dim / 2));
 }
 
 }  // namespace kvc

@@ -81,12 +81,38 @@ std::unique_ptr<Backend>& shared_vulkan_backend() {
   return backend;
 }
 
+std::unique_ptr<Backend>& second_simt_backend() {
+  static std::unique_ptr<Backend> backend;
+  return backend;
+}
+
 }  // namespace
 
 Backend* vulkan_backend() { return shared_vulkan_backend().get(); }
-void destroy_vulkan_backend() { shared_vulkan_backend().reset(); }
 
-uint32_t validation_messages() { return vulkan_backend() ? vulkan_backend()->device().validation_messages() : 0; }
+Backend* vulkan_simt_backend() {
+  Backend* shared = vulkan_backend();
+  if (!shared || shared->device().matrix_path() == vk::MatrixPath::Simt) return shared;
+  std::unique_ptr<Backend>& simt = second_simt_backend();
+  if (!simt) {
+    vk::DeviceOptions options;
+    options.validation = shared->device().validating();
+    options.cooperative_matrix = false;
+    simt = Backend::make_vulkan(vk::Device::create(options));
+  }
+  return simt.get();
+}
+
+void destroy_vulkan_backend() {
+  second_simt_backend().reset();
+  shared_vulkan_backend().reset();
+}
+
+uint32_t validation_messages() {
+  uint32_t messages = vulkan_backend() ? vulkan_backend()->device().validation_messages() : 0;
+  if (second_simt_backend()) messages += second_simt_backend()->device().validation_messages();
+  return messages;
+}
 
 std::unique_ptr<Tensor> make_tensor(Backend& backend, const void* data, size_t bytes) {
   auto tensor = std::make_unique<Tensor>(backend, bytes);

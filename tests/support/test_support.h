@@ -33,10 +33,14 @@ ValidationMode validation_mode();
 
 // The Vulkan backend all GPU tests share (validation as validation_mode() says), or nullptr.
 Backend* vulkan_backend();
+// A Vulkan backend on the same device that runs the SIMT kernels: the shared one where its
+// path is SIMT already, else a second one made without cooperative matrices (so that a GPU
+// run tests both kernels of each op that has two), or nullptr.
+Backend* vulkan_simt_backend();
 // Destroys the shared backend (at the end of the run, so that what its destruction reports,
 // such as objects never destroyed, is counted); vulkan_backend() is null afterwards.
 void destroy_vulkan_backend();
-// Validation-layer messages seen so far on the shared Vulkan backend (the whole process's are
+// Validation-layer messages seen so far on the shared Vulkan backends (the whole process's are
 // in vulkan/validation_log.h).
 uint32_t validation_messages();
 

@@ -3,7 +3,9 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "support/api_helpers.h"
 #include "support/attention_case.h"
@@ -11,8 +13,57 @@
 #include "vulkan/device.h"
 #include "vulkan/pipeline.h"
 #include "vulkan/recorder.h"
+#include "vulkan/shader_registry.h"
 
 namespace kvc {
+
+namespace {
+
+kvc_context_info context_info(kvc_context* context) {
+  kvc_context_info info{sizeof(kvc_context_info)};
+  REQUIRE(kvc_context_info_get(context, &info) == KVC_OK);
+  return info;
+}
+
+}  // namespace
+
+TEST_CASE("a context reports its matrix path: lavapipe, the opt-out flag and the CPU take SIMT") {
+  kvc_context_desc desc = kvc_context_desc_default();
+  desc.backend = KVC_BACKEND_VULKAN;
+  kvc_context* context = nullptr;
+  REQUIRE(kvc_context_create(&desc, &context) == KVC_OK);
+  test::ContextPtr owned(context);
+  const kvc_context_info info = context_info(context);
+  const std::string detail = info.matrix_path_detail;
+  MESSAGE(info.device_name, ": ", detail);
+  CHECK((info.matrix_path == KVC_MATRIX_PATH_SIMT || info.matrix_path == KVC_MATRIX_PATH_COOPERATIVE));
+  CHECK(detail.rfind(info.matrix_path == KVC_MATRIX_PATH_SIMT ? "SIMT: " : "VK_KHR_cooperative_matrix: ", 0) == 0);
+  // Lavapipe (Mesa 22.3) offers no VK_KHR_cooperative_matrix: the fallback, and it says why.
+  if (std::strstr(info.device_name, "llvmpipe")) {
+    CHECK(info.matrix_path == KVC_MATRIX_PATH_SIMT);
+    CHECK(detail.size() > std::strlen("SIMT: "));
+  }
+
+  desc.flags = KVC_CONTEXT_NO_COOPERATIVE_MATRIX;
+  REQUIRE(kvc_context_create(&desc, &context) == KVC_OK);
+  test::ContextPtr opted_out(context);
+  const kvc_context_info simt = context_info(context);
+  CHECK(simt.matrix_path == KVC_MATRIX_PATH_SIMT);
+  CHECK(std::string(simt.matrix_path_detail).find("turned off") != std::string::npos);
+
+  test::ContextPtr cpu = test::make_context(KVC_BACKEND_CPU);
+  CHECK(context_info(cpu.get()).matrix_path == KVC_MATRIX_PATH_SIMT);
+}
+
+TEST_CASE("the build embeds the cooperative-matrix shaders when CI says it installed glslang 13") {
+  // .ci/run sets KVC_REQUIRE_COOPMAT_SHADERS=1 after scripts/install-deps.sh: a build that
+  // silently fell back to Debian's glslang 12 would compile none of them.
+  const char* required = std::getenv("KVC_REQUIRE_COOPMAT_SHADERS");
+  const bool embedded = vk::has_embedded_shader("attention_prefill_coopmat");
+  const std::string state = embedded ? "embedded" : "not embedded (built without glslang >= 13)";
+  MESSAGE("cooperative-matrix shaders ", state);
+  if (required && std::strcmp(required, "0") != 0) CHECK(embedded);
+}
 
 TEST_CASE("a context over the application's own Vulkan device runs attention") {
   // The "application" here is a second kvc device; its raw handles are what an engine passes.

@@ -112,3 +112,10 @@ def test_no_device_error_names_the_device():
 def test_structs_match_kvc_h(struct, default):
     """The *_default() functions set struct_size to the C sizeof: the ctypes mirror must agree."""
     assert getattr(_capi.lib, default)().struct_size == ctypes.sizeof(struct)
+
+
+def test_context_info_names_the_matrix_path():
+    # The CPU backend multiplies on the CPU; a Vulkan context says its path and why.
+    with kvc.Context(backend=kvc.Backend.CPU) as cpu:
+        assert not cpu.info.cooperative_matrix
+        assert cpu.info.matrix_path_detail.startswith("SIMT: ")

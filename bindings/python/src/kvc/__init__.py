@@ -273,6 +273,8 @@ class ContextInfo:
     vendor_id: int
     validation_messages: int
     buffer_offset_alignment: int
+    cooperative_matrix: bool  # kvc_matrix_path: True where prefill attention runs on cooperative matrices
+    matrix_path_detail: str   # the matrix shape taken, or why SIMT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -417,7 +419,7 @@ class Context(_Owned):
         info = _capi.context_info(struct_size=ctypes.sizeof(_capi.context_info))
         self._call("kvc_context_info_get", self.handle, ctypes.byref(info))
         return ContextInfo(Backend(info.backend), info.device_name.decode(), info.vendor_id, info.validation_messages,
-                           info.buffer_offset_alignment)
+                           info.buffer_offset_alignment, info.matrix_path == 1, info.matrix_path_detail.decode())
 
     def buffer(self, nbytes: int) -> "Buffer":
         """kvc_buffer_create: `nbytes` of device memory (host memory on the CPU backend)."""

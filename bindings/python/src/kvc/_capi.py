@@ -34,7 +34,8 @@ class vulkan_handles(Structure):
 
 class context_info(Structure):
     _fields_ = [("struct_size", c_uint32), ("backend", c_int), ("device_name", c_char * 256),
-                ("vendor_id", c_uint32), ("validation_messages", c_uint32), ("buffer_offset_alignment", c_uint32)]
+                ("vendor_id", c_uint32), ("validation_messages", c_uint32), ("buffer_offset_alignment", c_uint32),
+                ("matrix_path", c_int), ("matrix_path_detail", c_char * 160)]
 
 
 class cache_desc(Structure):

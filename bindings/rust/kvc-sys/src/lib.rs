@@ -59,6 +59,11 @@ pub const KVC_ROPE_NEOX: kvc_rope_style = 1;
 pub const KVC_ROPE_INTERLEAVED: kvc_rope_style = 2;
 
 pub const KVC_CONTEXT_VALIDATION: u32 = 0x1;
+pub const KVC_CONTEXT_NO_COOPERATIVE_MATRIX: u32 = 0x2;
+
+pub type kvc_matrix_path = i32;
+pub const KVC_MATRIX_PATH_SIMT: kvc_matrix_path = 0;
+pub const KVC_MATRIX_PATH_COOPERATIVE: kvc_matrix_path = 1;
 pub const KVC_RECENT_WINDOW_DEFAULT: u32 = 0xFFFF_FFFF;
 pub const KVC_DECODE_SLOTS_DEFAULT: u32 = 0;
 
@@ -105,6 +110,8 @@ pub struct kvc_context_info {
     pub vendor_id: u32,
     pub validation_messages: u32,
     pub buffer_offset_alignment: u32,
+    pub matrix_path: kvc_matrix_path,
+    pub matrix_path_detail: [c_char; 160],
 }
 
 #[repr(C)]

@@ -530,6 +530,10 @@ pub struct ContextInfo {
     pub vendor_id: u32,
     pub validation_messages: u32,
     pub buffer_offset_alignment: u32,
+    /// Whether causal prefill attention runs on cooperative matrices (`KVC_MATRIX_PATH_COOPERATIVE`).
+    pub cooperative_matrix: bool,
+    /// The matrix shape taken, or why SIMT.
+    pub matrix_path_detail: String,
 }
 
 /// `kvc_cache_stats`: counters and memory of a cache.
@@ -624,6 +628,8 @@ impl Context {
             vendor_id: info.vendor_id,
             validation_messages: info.validation_messages,
             buffer_offset_alignment: info.buffer_offset_alignment,
+            cooperative_matrix: info.matrix_path == sys::KVC_MATRIX_PATH_COOPERATIVE,
+            matrix_path_detail: c_string(info.matrix_path_detail.as_ptr()),
         })
     }
 

@@ -1,0 +1,298 @@
+#version 450
+// Causal attention of a chunk of queries over the cache on cooperative matrices
+// (VK_KHR_cooperative_matrix: tensor cores on NVIDIA, AMD RDNA3, Intel Arc), flash-attention-2
+// style: f16 operands, f32 accumulation, online softmax. The twin of attention_prefill.comp
+// (f32 SIMT, every device), with the same rows, causal rule and outputs; the host takes this
+// kernel for f16 caches on devices that list a 16x16x16 f16 x f16 -> f32 subgroup shape.
+//
+// A workgroup owns ROW_TILE rows of one kv head (row = query * group_size + head of the group,
+// so each key read serves the whole group); each of its subgroups owns 16 of them, keeps their
+// queries as A matrices and their O (16 x HEAD_DIM, f32) as accumulators for the whole walk.
+// Per tile of KEY_TILE keys, staged (f16) by the whole workgroup in shared memory:
+//   S = Q K^T (accumulators) -> the subgroup's scratch -> online softmax, one lane pair per row
+//   -> P (f16) and the rows' rescale factors back to the scratch -> O = O * C + P V,
+// where C is an accumulator whose row r holds row r's factor: cooperative matrices give no
+// access to an element's row, but a component-wise product with a matrix of the same type
+// does, since both place element (r, c) alike. The factors are skipped when no row's maximum
+// moved. Tiles past a subgroup's last visible slot are skipped; the causal test runs only on
+// tiles that cross its diagonal.
+// With RoPE, keys are either read pre-rotated (KEYS_F32: f32 rows the rope op wrote once per
+// call; the host's default) or rotated as they are staged (ROPE_STYLE != 0: a cos/sin pair per
+// key element per workgroup, estimated at about the tile's matrix work; KVC_COOPMAT_ROPE=load
+// selects it so that the two can be measured against each other).
+// Queries arrive rotated and scaled by 1/sqrt(head_dim) (q_rot, shared with attention_scores);
+// the scale is taken back out before rounding to f16, so an unrotated f16 query stays exact,
+// and applied to S in f32.
+// Writes the output and each row's log-sum-exp (for attention_scores).
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_KHR_shader_subgroup_vote : require
+
+layout(local_size_x_id = 0) in;  // SUBGROUPS x SUBGROUP_SIZE threads
+layout(constant_id = 1) const uint HEAD_DIM = 128;   // a multiple of 16, <= 128
+layout(constant_id = 2) const bool KEYS_F32 = false;  // keys are the rope op's f32 rows, else the cache's f16
+layout(constant_id = 3) const uint ROPE_STYLE = 0;    // rotate f16 keys as they are staged (rope.glsl)
+layout(constant_id = 4) const uint ROTARY_DIMS = 0;
+
+#include "elements.glsl"
+#include "rope.glsl"
+
+layout(binding = 0) readonly buffer Query { vec4 q_rot[]; };  // [num_queries][num_q_heads][HEAD_DIM / 4], scaled
+layout(binding = 1) readonly buffer Keys { uvec4 k_halves[]; };  // f16: [kv][key_slot_stride][HEAD_DIM / 8]
+layout(binding = 1) readonly buffer KeysF32 { vec4 k_floats[]; };  // f32: [kv][key_slot_stride][HEAD_DIM / 4]
+layout(binding = 1) readonly buffer KeyWords { uint k_words[]; };   // the f16 keys as key_chunk reads them
+layout(binding = 2) readonly buffer Values { uvec4 v_halves[]; };  // f16: [kv][slot_stride][HEAD_DIM / 8]
+layout(binding = 3) writeonly buffer Out { uvec4 out_halves[]; };  // f16: [num_queries][num_q_heads][HEAD_DIM / 8]
+layout(binding = 4) writeonly buffer Lse { float lse[]; };          // [num_queries][num_q_heads]
+layout(binding = 5) readonly buffer Positions { int positions[]; };  // [kv][slot_stride]; ROPE_STYLE only
+layout(binding = 6) readonly buffer Turns { uvec2 turns[]; };
+
+layout(push_constant) uniform Push {
+  uint num_slots;
+  uint key_slot_stride;  // slots per kv head in the keys binding
+  uint slot_stride;      // in the values binding
+  uint num_queries;
+  uint group_size;
+  uint num_q_heads;
+} push;
+
+const bool KV_F16 = true;  // key_chunk's stored dtype: this kernel takes f16 caches only
+#include "key_chunk.glsl"
+
+// The host takes this kernel only where subgroups are 32 wide: a lane pair per row of 16.
+const uint SUBGROUP_SIZE = 32;
+const uint SUBGROUPS = gl_WorkGroupSize.x / SUBGROUP_SIZE;
+const uint MAT = 16;  // M = N = K of every matrix product
+const uint ROW_TILE = SUBGROUPS * MAT;
+const uint KEY_TILE = 32;
+const uint KEY_BLOCKS = KEY_TILE / MAT;
+const uint DIM_BLOCKS = HEAD_DIM / MAT;
+const uint MAX_DIM_BLOCKS = 8;  // register arrays are sized by fixed bounds (elements.glsl)
+const uint ROW_OCTETS = HEAD_DIM / 8;  // a row in uvec4 items of 8 halves
+
+// Shared memory in uvec4 items (16 bytes: cooperative-matrix loads and stores want pointers
+// and strides in multiples of 16 bytes). Tiles are [key][dim] f16 rows padded by one item so
+// that consecutive rows start in different banks.
+const uint TILE_STRIDE = ROW_OCTETS + 1;
+const uint TILE_ITEMS = KEY_TILE * TILE_STRIDE;
+// A subgroup's scratch holds, in turn: its S (16 x KEY_TILE f32, rows padded by one item);
+// then P (16 x KEY_TILE f16, padded) beside C (16 x 16 f32); at the start a 16 x 16 f16 block
+// of its queries, at the end a 16 x 16 f32 block of O beside C.
+const uint S_STRIDE = KEY_TILE / 4 + 1;
+const uint P_STRIDE = KEY_TILE / 8 + 1;
+const uint C_STRIDE = MAT / 4;
+const uint C_BASE = MAT * P_STRIDE;
+const uint Q_STRIDE = MAT / 8;
+const uint O_STRIDE = MAT / 4;
+const uint SCRATCH_ITEMS = MAT * S_STRIDE;  // >= C_BASE + MAT * C_STRIDE and O's MAT * O_STRIDE
+// Staging: each thread carries up to MAX_ITEMS items of K and of V from global memory to the
+// tiles (the host's smallest workgroup, 4 subgroups at head_dim 128, needs 4).
+const uint ITEMS = KEY_TILE * ROW_OCTETS;
+const uint ITEMS_PER_THREAD = (ITEMS + gl_WorkGroupSize.x - 1) / gl_WorkGroupSize.x;
+const uint MAX_ITEMS = 4;
+
+shared uvec4 key_tile[TILE_ITEMS];
+shared uvec4 value_tile[TILE_ITEMS];
+shared uvec4 scratch[SUBGROUPS * SCRATCH_ITEMS];
+
+#define ACC coopmat<float, gl_ScopeSubgroup, MAT, MAT, gl_MatrixUseAccumulator>
+#define MAT_A coopmat<float16_t, gl_ScopeSubgroup, MAT, MAT, gl_MatrixUseA>
+#define MAT_B coopmat<float16_t, gl_ScopeSubgroup, MAT, MAT, gl_MatrixUseB>
+
+uvec4 pack_halves(vec4 low, vec4 high) {
+  return uvec4(packHalf2x16(low.xy), packHalf2x16(low.zw), packHalf2x16(high.xy), packHalf2x16(high.zw));
+}
+
+// Item `item` ([key][octet]) of the key or value tile starting at slot `tile`; zero past the
+// block's last visible slot, so that the rows of a partial tile hold no cache slack (NaN in
+// the tests) for P = 0 to multiply.
+uvec4 key_item(uint kv_head, uint tile, uint keys_end, uint item) {
+  const uint slot = tile + item / ROW_OCTETS, octet = item % ROW_OCTETS;
+  if (slot >= keys_end) return uvec4(0u);
+  const uint row = kv_head * push.key_slot_stride + slot;
+  if (KEYS_F32) return pack_halves(k_floats[row * (HEAD_DIM / 4) + 2u * octet], k_floats[row * (HEAD_DIM / 4) + 2u * octet + 1u]);
+  if (ROPE_STYLE != 0) {
+    const uint position = uint(positions[kv_head * push.slot_stride + slot]);
+    return pack_halves(key_chunk(row * HEAD_DIM, 8u * octet, position), key_chunk(row * HEAD_DIM, 8u * octet + 4u, position));
+  }
+  return k_halves[row * ROW_OCTETS + octet];
+}
+
+uvec4 value_item(uint kv_head, uint tile, uint keys_end, uint item) {
+  const uint slot = tile + item / ROW_OCTETS, octet = item % ROW_OCTETS;
+  if (slot >= keys_end) return uvec4(0u);
+  return v_halves[(kv_head * push.slot_stride + slot) * ROW_OCTETS + octet];
+}
+
+void main() {
+  const uint thread = gl_LocalInvocationID.x;
+  const uint subgroup = gl_SubgroupID;
+  const uint lane = gl_SubgroupInvocationID;
+  // Softmax and output lanes: lane pair (2r, 2r + 1) holds row r of the subgroup's 16, each
+  // half of the keys (or of a 16-dim block).
+  const uint lane_row = lane >> 1, lane_half = lane & 1u;
+  const uint kv_head = gl_WorkGroupID.y;
+  const uint rows = push.num_queries * push.group_size;
+  const uint first_chunk_slot = push.num_slots - push.num_queries;
+  const uint block_first_row = gl_WorkGroupID.x * ROW_TILE;
+  // Slots the block's last row sees: the tiles run up to here.
+  const uint keys_end = first_chunk_slot + (min(block_first_row + ROW_TILE, rows) - 1u) / push.group_size + 1u;
+  const uint sub_first_row = block_first_row + subgroup * MAT;
+  // Tiles at or past this are masked for every row of the subgroup; tiles ending at or below
+  // sub_unmasked_end are visible to all of them.
+  // A subgroup with no real row (the block's padding) computes nothing.
+  const uint sub_keys_end =
+      sub_first_row < rows ? first_chunk_slot + (min(sub_first_row + MAT, rows) - 1u) / push.group_size + 1u : 0u;
+  const uint sub_unmasked_end = first_chunk_slot + sub_first_row / push.group_size + 1u;
+  const uint row = sub_first_row + lane_row;  // this lane's row (softmax, output)
+  const bool row_real = row < rows;
+  const uint query = row / push.group_size, head = kv_head * push.group_size + row % push.group_size;
+  const uint last_visible = first_chunk_slot + query;
+  const uint scratch_base = subgroup * SCRATCH_ITEMS;
+  const float scale = inversesqrt(float(HEAD_DIM));
+
+  // The subgroup's queries as A matrices, 16 dims at a time through its scratch.
+  MAT_A q_frag[MAX_DIM_BLOCKS];
+  [[unroll]] for (uint block = 0; block < DIM_BLOCKS; ++block) {
+    uvec4 halves = uvec4(0u);
+    if (row_real) {
+      const uint quad = (query * push.num_q_heads + head) * (HEAD_DIM / 4) + block * 4u + lane_half * 2u;
+      halves = pack_halves(q_rot[quad] / scale, q_rot[quad + 1u] / scale);
+    }
+    scratch[scratch_base + lane_row * Q_STRIDE + lane_half] = halves;
+    subgroupBarrier();
+    coopMatLoad(q_frag[block], scratch, scratch_base, Q_STRIDE, gl_CooperativeMatrixLayoutRowMajor);
+    subgroupBarrier();
+  }
+
+  ACC o_acc[MAX_DIM_BLOCKS];
+  [[unroll]] for (uint block = 0; block < DIM_BLOCKS; ++block) o_acc[block] = ACC(0.0);
+  float m = KVC_NEG_INF;  // row maximum of the scaled logits so far (both lanes of a row)
+  float l = 0.0;          // this lane's half of the row's sum of exp(logit - m)
+
+  uvec4 staged_keys[MAX_ITEMS], staged_values[MAX_ITEMS];
+  [[unroll]] for (uint i = 0; i < ITEMS_PER_THREAD; ++i) {
+    const uint item = thread + i * gl_WorkGroupSize.x;
+    staged_keys[i] = item < ITEMS ? key_item(kv_head, 0u, keys_end, item) : uvec4(0u);
+    staged_values[i] = item < ITEMS ? value_item(kv_head, 0u, keys_end, item) : uvec4(0u);
+  }
+
+  for (uint tile = 0; tile < keys_end; tile += KEY_TILE) {
+    [[unroll]] for (uint i = 0; i < ITEMS_PER_THREAD; ++i) {
+      const uint item = thread + i * gl_WorkGroupSize.x;
+      if (item < ITEMS) {
+        const uint at = (item / ROW_OCTETS) * TILE_STRIDE + item % ROW_OCTETS;
+        key_tile[at] = staged_keys[i];
+        value_tile[at] = staged_values[i];
+      }
+    }
+    barrier();
+    // The next tile's loads are in flight while this one multiplies.
+    const uint next_tile = tile + KEY_TILE;
+    if (next_tile < keys_end) {
+      [[unroll]] for (uint i = 0; i < ITEMS_PER_THREAD; ++i) {
+        const uint item = thread + i * gl_WorkGroupSize.x;
+        if (item < ITEMS) {
+          staged_keys[i] = key_item(kv_head, next_tile, keys_end, item);
+          staged_values[i] = value_item(kv_head, next_tile, keys_end, item);
+        }
+      }
+    }
+
+    if (tile < sub_keys_end) {  // uniform per subgroup
+      ACC s_acc[KEY_BLOCKS];
+      [[unroll]] for (uint kb = 0; kb < KEY_BLOCKS; ++kb) {
+        s_acc[kb] = ACC(0.0);
+        [[unroll]] for (uint block = 0; block < DIM_BLOCKS; ++block) {
+          // K^T as B: element (dim, key) sits at key * TILE_STRIDE + dim, column-major.
+          MAT_B k_frag;
+          coopMatLoad(k_frag, key_tile, kb * MAT * TILE_STRIDE + block * 2u, TILE_STRIDE, gl_CooperativeMatrixLayoutColumnMajor);
+          s_acc[kb] = coopMatMulAdd(q_frag[block], k_frag, s_acc[kb]);
+        }
+        coopMatStore(s_acc[kb], scratch, scratch_base + kb * (MAT / 4), S_STRIDE, gl_CooperativeMatrixLayoutRowMajor);
+      }
+      subgroupBarrier();
+
+      // Online softmax: this lane's 16 keys of its row, the row maximum across the lane pair.
+      float s[MAT];
+      [[unroll]] for (uint quad = 0; quad < MAT / 4; ++quad) {
+        const vec4 four = uintBitsToFloat(scratch[scratch_base + lane_row * S_STRIDE + lane_half * (MAT / 4) + quad]);
+        [[unroll]] for (uint e = 0; e < 4; ++e) s[quad * 4 + e] = four[e] * scale;
+      }
+      if (tile + KEY_TILE > sub_unmasked_end) {
+        [[unroll]] for (uint j = 0; j < MAT; ++j)
+          if (tile + lane_half * MAT + j > last_visible) s[j] = KVC_NEG_INF;
+      }
+      float tile_max = s[0];
+      [[unroll]] for (uint j = 1; j < MAT; ++j) tile_max = max(tile_max, s[j]);
+      tile_max = max(tile_max, subgroupShuffleXor(tile_max, 1u));
+      const float m_new = max(m, tile_max);
+      const float correction = exp(m - m_new);
+      const bool rescale = subgroupAny(m_new > m);
+      m = m_new;
+      float p_sum = 0.0;
+      [[unroll]] for (uint j = 0; j < MAT; ++j) {
+        s[j] = exp(s[j] - m_new);  // P
+        p_sum += s[j];
+      }
+      l = l * correction + p_sum;
+      subgroupBarrier();  // every lane has read S: P and C may overwrite it
+
+      [[unroll]] for (uint octet = 0; octet < 2; ++octet)
+        scratch[scratch_base + lane_row * P_STRIDE + lane_half * 2u + octet] =
+            pack_halves(vec4(s[octet * 8], s[octet * 8 + 1], s[octet * 8 + 2], s[octet * 8 + 3]),
+                        vec4(s[octet * 8 + 4], s[octet * 8 + 5], s[octet * 8 + 6], s[octet * 8 + 7]));
+      if (rescale) {
+        const uvec4 factors = floatBitsToUint(vec4(correction));
+        scratch[scratch_base + C_BASE + lane_row * C_STRIDE + lane_half * 2u] = factors;
+        scratch[scratch_base + C_BASE + lane_row * C_STRIDE + lane_half * 2u + 1u] = factors;
+      }
+      subgroupBarrier();
+
+      if (rescale) {
+        ACC c_mat;
+        coopMatLoad(c_mat, scratch, scratch_base + C_BASE, C_STRIDE, gl_CooperativeMatrixLayoutRowMajor);
+        [[unroll]] for (uint block = 0; block < DIM_BLOCKS; ++block) o_acc[block] = o_acc[block] * c_mat;
+      }
+      MAT_A p_frag[KEY_BLOCKS];
+      [[unroll]] for (uint kb = 0; kb < KEY_BLOCKS; ++kb)
+        coopMatLoad(p_frag[kb], scratch, scratch_base + kb * (MAT / 8), P_STRIDE, gl_CooperativeMatrixLayoutRowMajor);
+      [[unroll]] for (uint block = 0; block < DIM_BLOCKS; ++block) {
+        [[unroll]] for (uint kb = 0; kb < KEY_BLOCKS; ++kb) {
+          // V as B: element (key, dim) sits at key * TILE_STRIDE + dim, row-major.
+          MAT_B v_frag;
+          coopMatLoad(v_frag, value_tile, kb * MAT * TILE_STRIDE + block * 2u, TILE_STRIDE, gl_CooperativeMatrixLayoutRowMajor);
+          o_acc[block] = coopMatMulAdd(p_frag[kb], v_frag, o_acc[block]);
+        }
+      }
+      subgroupBarrier();  // P and C are read before the next tile's S overwrites them
+    }
+    barrier();  // the tiles are read before the next ones overwrite them
+  }
+
+  // O / l: C holds 1 / l per row; O leaves 16 dims at a time through the scratch (O at its
+  // start, C after P's place, so the two never overlap).
+  const float total = l + subgroupShuffleXor(l, 1u);
+  const uvec4 inverse = floatBitsToUint(vec4(1.0 / total));
+  scratch[scratch_base + C_BASE + lane_row * C_STRIDE + lane_half * 2u] = inverse;
+  scratch[scratch_base + C_BASE + lane_row * C_STRIDE + lane_half * 2u + 1u] = inverse;
+  subgroupBarrier();
+  ACC c_mat;
+  coopMatLoad(c_mat, scratch, scratch_base + C_BASE, C_STRIDE, gl_CooperativeMatrixLayoutRowMajor);
+  [[unroll]] for (uint block = 0; block < DIM_BLOCKS; ++block) {
+    coopMatStore(o_acc[block] * c_mat, scratch, scratch_base, O_STRIDE, gl_CooperativeMatrixLayoutRowMajor);
+    subgroupBarrier();
+    if (row_real) {
+      const uint at = scratch_base + lane_row * O_STRIDE + lane_half * 2u;
+      out_halves[((query * push.num_q_heads + head) * HEAD_DIM + block * MAT + lane_half * 8u) / 8u] =
+          pack_halves(uintBitsToFloat(scratch[at]), uintBitsToFloat(scratch[at + 1u]));
+    }
+    subgroupBarrier();
+  }
+  if (row_real && lane_half == 0u) lse[query * push.num_q_heads + head] = m + log(total);
+}
