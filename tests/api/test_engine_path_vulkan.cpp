@@ -27,19 +27,20 @@ namespace kvc {
 namespace {
 
 // Against the CPU: f32 attention to 1e-5 of the output's scale, f16 to its rounding, scores to
-// 1e-5 (test_full_policy_vulkan), wherever both caches hold the same K and V: everywhere but
+// test::scores_tolerance (1e-5 on SIMT), wherever both caches hold the same K and V: everywhere but
 // after a FreqKV, FAEDKV or FourierAttention transform, whose K/V differ by its rounding
 // (1e-5 / 1.5e-3, test_freqkv_vulkan, test_fourier_vulkan), over which the output still agrees
 // as above and scores are not compared.
 double output_tolerance(kvc_dtype dtype) { return dtype == KVC_DTYPE_F32 ? 1e-5 : 2e-3; }
 double compressed_kv_tolerance(kvc_dtype dtype) { return dtype == KVC_DTYPE_F32 ? 1e-5 : 1.5e-3; }
-constexpr double kScoreTolerance = 1e-5;
 
 // feeds[0] is the CPU reference, feeds[1..] the Vulkan paths, host path first. The eviction
 // and window policies decide on f32 scores that the backends compute to ~1e-7 of each other;
 // random inputs put neighbouring candidates ~1% apart (test_window_policies_vulkan), and the
 // streams take a few dozen decisions, so both backends keep the same slots.
-void check_against_cpu(const kvc_cache_desc& desc, const test::ChunkReport& report, const std::vector<test::CacheFeed*>& feeds) {
+void check_against_cpu(kvc_context* gpu, const kvc_cache_desc& desc, const test::ChunkReport& report,
+                       const std::vector<test::CacheFeed*>& feeds) {
+  const double scores_tolerance = test::cache_scores_tolerance(gpu, desc, report.n_tokens);
   const Dtype storage = static_cast<Dtype>(desc.dtype);
   for (uint32_t layer = 0; layer < desc.num_layers; ++layer) {
     INFO("layer ", layer);
@@ -47,7 +48,7 @@ void check_against_cpu(const kvc_cache_desc& desc, const test::ChunkReport& repo
     CHECK(got.slots == expected.slots);
     CHECK(test::relative_max_error(test::decode(got.out, storage), test::decode(expected.out, storage)) < output_tolerance(desc.dtype));
     REQUIRE(got.scores.size() == expected.scores.size());
-    if (report.contents_identical) CHECK(test::relative_max_error(got.scores, expected.scores) < kScoreTolerance);
+    if (report.contents_identical) CHECK(test::relative_max_error(got.scores, expected.scores) < scores_tolerance);
   }
   test::check_identical_results(desc, feeds, 1);
 }
@@ -89,7 +90,7 @@ TEST_CASE("engine path on Vulkan: the host, device and one-step paths of every p
           stepped(gpu.get(), desc, test::FeedPath::OneStep, c.largest_chunk());
       const std::vector<test::CacheFeed*> feeds = {&reference, &host, &device, &stepped};
       const auto snapshots = test::feed_stream(c, desc, feeds, [&](const test::ChunkReport& report, const std::vector<test::CacheFeed*>& fed) {
-        check_against_cpu(desc, report, fed);
+        check_against_cpu(gpu.get(), desc, report, fed);
       });
       check_final_caches(c, desc, snapshots);
       const kvc_cache_stats expected = test::cache_stats(reference.cache());

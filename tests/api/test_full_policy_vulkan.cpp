@@ -29,10 +29,10 @@ TEST_CASE("FULL cache: Vulkan and CPU agree over prefill chunks and decode steps
           scores.emplace_back(desc.num_kv_heads * slots);
           REQUIRE(kvc_attend(cache, layer, n, dtype, in.q.data(), outs.back().data(), scores.back().data()) == KVC_OK);
         }
-        INFO("chunk of ", n, " layer ", layer, " ", dtype_name(storage));
+        INFO("chunk of ", n, " layer ", layer, " ", std::string(dtype_name(storage)));
         CHECK(test::relative_max_error(test::decode(outs[0], storage), test::decode(outs[1], storage)) <
               (dtype == KVC_DTYPE_F32 ? 1e-5 : 2e-3));
-        CHECK(test::relative_max_error(scores[0], scores[1]) < 1e-5);
+        CHECK(test::relative_max_error(scores[0], scores[1]) < test::cache_scores_tolerance(gpu.get(), desc, n));
       }
     }
     for (uint32_t layer = 0; layer < desc.num_layers; ++layer) CHECK(test::snapshot(gpu_cache.get(), layer) == test::snapshot(cpu_cache.get(), layer));

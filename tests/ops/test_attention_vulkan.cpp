@@ -27,16 +27,6 @@ double tolerance(const ops::AttentionShape& shape, bool cooperative) {
   return cooperative && shape.rope.enabled() ? 4e-3 : 2e-3;
 }
 
-// Scores are f32 probabilities either way (attention_scores in f32 SIMT), the sum over queries
-// and heads of order 1, but they divide by the attention kernel's log-sum-exp. On cooperative
-// matrices that carries the f16 rounding of rotated queries and keys (as above, 4e-3 with
-// RoPE) or, without RoPE, the tensor cores' f32 accumulation, which truncates where SIMT
-// rounds (Fasi et al. 2021): ~1e-5 of a logit, hence 1e-4.
-double scores_tolerance(const ops::AttentionShape& shape, bool cooperative) {
-  if (!cooperative) return 1e-5;
-  return shape.rope.enabled() ? 4e-3 : 1e-4;
-}
-
 // The shared backend, and for a chunk also the SIMT one where the shared one takes
 // cooperative matrices.
 std::vector<Backend*> backends_for(const ops::AttentionShape& shape) {
@@ -73,7 +63,7 @@ void check_against_cpu(const ops::AttentionShape& shape, float q_range = 2.0f) {
            shape.rope.rotary_dims,
            std::string(cooperative ? (rope_on_load ? " cooperative, keys rotated as staged" : " cooperative") : " SIMT"));
       CHECK(test::relative_max_error(actual.out, expected.out) < tolerance(shape, cooperative));
-      if (with_scores) CHECK(test::relative_max_error(actual.scores, expected.scores) < scores_tolerance(shape, cooperative));
+      if (with_scores) CHECK(test::relative_max_error(actual.scores, expected.scores) < test::scores_tolerance(cooperative, shape.rope.enabled()));
     }
   }
   CHECK(test::validation_messages() == 0);

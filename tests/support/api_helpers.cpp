@@ -28,6 +28,15 @@ CachePtr make_cache(kvc_context* context, const kvc_cache_desc& desc) {
   return CachePtr(cache);
 }
 
+double cache_scores_tolerance(kvc_context* context, const kvc_cache_desc& desc, uint32_t n_queries) {
+  kvc_context_info info{sizeof(kvc_context_info)};
+  REQUIRE(kvc_context_info_get(context, &info) == KVC_OK);
+  // The shapes ops::attention_on_cooperative_matrices takes (its RoPE offset alignment aside).
+  const bool cooperative = info.matrix_path == KVC_MATRIX_PATH_COOPERATIVE && desc.dtype == KVC_DTYPE_F16 && n_queries > 1 &&
+                           desc.head_dim % 16 == 0 && desc.head_dim <= 128;
+  return scores_tolerance(cooperative, desc.rope_style != KVC_ROPE_NONE);
+}
+
 kvc_cache_desc small_cache_desc(kvc_dtype dtype, uint32_t capacity) {
   kvc_cache_desc desc = kvc_cache_desc_default();
   desc.num_layers = 2;

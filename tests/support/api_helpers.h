@@ -26,6 +26,9 @@ CachePtr make_cache(kvc_context* context, const kvc_cache_desc& desc);
 
 // A small model-shaped descriptor: 2 layers, 8 q / 2 kv heads, head_dim 64, NeoX RoPE.
 kvc_cache_desc small_cache_desc(kvc_dtype dtype, uint32_t capacity);
+// test::scores_tolerance for attention over a cache of `desc` in `context`, `n_queries` at once:
+// a chunk of an f16 cache takes cooperative matrices where the context's path says so.
+double cache_scores_tolerance(kvc_context* context, const kvc_cache_desc& desc, uint32_t n_queries);
 
 // One step's random K, V (in [-1, 1]) and Q (in [-3, 3], for peaky softmax) for n tokens of
 // a cache shaped by `desc`, encoded in its dtype.

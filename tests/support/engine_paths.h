@@ -373,6 +373,7 @@ inline void check_identical_results(const kvc_cache_desc& desc, const std::vecto
 struct ChunkReport {
   std::string label;       // "prompt chunk 2 (24 tokens)", "decode token 1"
   bool contents_identical;  // false once FREQKV, FAEDKV or FOURIER transformed: their K/V differ by rounding between backends
+  uint32_t n_tokens;        // the chunk's
 };
 
 // Feeds `c`'s stream (the same random inputs to every feed) chunk by chunk; the policies that
@@ -391,7 +392,7 @@ std::vector<std::vector<LayerSnapshot>> feed_stream(const PolicyCase& c, const k
     const bool in_prompt = index < c.prompt_chunks.size(), ends_prompt = acts_at_prompt_end(c.policy) && index + 1 == c.prompt_chunks.size();
     ChunkReport report{in_prompt ? "prompt chunk " + std::to_string(index) + " (" + std::to_string(n) + " tokens)"
                                  : "decode token " + std::to_string(index - c.prompt_chunks.size()),
-                       !transforms_cache(c.policy) || cache_stats(feeds[0]->cache()).compressions == 0};
+                       !transforms_cache(c.policy) || cache_stats(feeds[0]->cache()).compressions == 0, n};
     INFO(c.name, " ", report.label);
     std::vector<StepInputs> inputs;
     for (uint32_t layer = 0; layer < desc.num_layers; ++layer) inputs.push_back(random_step_inputs(desc, n));

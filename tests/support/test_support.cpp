@@ -129,6 +129,11 @@ std::unique_ptr<Tensor> make_poisoned(Backend& backend, size_t bytes) {
   return make_tensor(backend, poison.data(), bytes);
 }
 
+double scores_tolerance(bool cooperative, bool rope) {
+  if (!cooperative) return 1e-5;
+  return rope ? 4e-3 : 1e-4;
+}
+
 std::vector<unsigned char> read_tensor(Backend& backend, const Tensor& tensor, size_t bytes) {
   std::vector<unsigned char> data(bytes);
   backend.begin();

@@ -44,6 +44,15 @@ void destroy_vulkan_backend();
 // in vulkan/validation_log.h).
 uint32_t validation_messages();
 
+// Attention scores against the CPU reference. They are f32 probabilities either way
+// (attention_scores in f32 SIMT), the sum over queries and heads of order 1, but they divide by
+// the attention kernel's log-sum-exp. On SIMT that agrees to 1e-5. On cooperative matrices
+// (f16 chunks) it carries the f16 rounding of rotated queries and keys (with RoPE: about 2^-12
+// of a logit's terms, ~1e-3 on test_attention_vulkan's peaked case, hence 4e-3) or, without
+// RoPE, the tensor cores' f32 accumulation, which truncates where SIMT rounds (Fasi et al.
+// 2021): ~1e-5 of a logit, hence 1e-4.
+double scores_tolerance(bool cooperative, bool rope);
+
 std::unique_ptr<Tensor> make_tensor(Backend& backend, const void* data, size_t bytes);
 // A tensor of `bytes` filled with NaN words (0x7fc00000 / 0x7e00 pairs), so unwritten outputs fail.
 std::unique_ptr<Tensor> make_poisoned(Backend& backend, size_t bytes);
