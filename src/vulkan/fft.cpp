@@ -147,8 +147,8 @@ void FftPlan::record(Recorder& recorder, bool inverse) {
 uint32_t chirp_padded_length(uint32_t length) {
   require(length >= 1 && length <= (1u << 30), KVC_ERROR_UNSUPPORTED,
           "a chirp-z transform of " + std::to_string(length) + " points; lengths 1 .. 2^30 are transformed");
-  if (is_power_of_two(length)) return length;
-  uint32_t padded = 1;
+  if (length > 1 && is_power_of_two(length)) return length;
+  uint32_t padded = 2;  // VkFFT plans no transform of one point
   while (padded < 2 * length - 1) padded *= 2;
   return padded;
 }

@@ -52,8 +52,9 @@ class FftPlan {
 };
 
 // The plan length P of a DFT of `length` points as a chirp-z transform (ChirpFilter): `length`
-// itself when it is a power of two, else the least power of two >= 2 length - 1, where the
-// chirp's cyclic convolution does not wrap. Powers of two only: the lengths of every prompt
+// itself when it is a power of two above 1, else the least power of two >= 2 length - 1 (and
+// >= 2: VkFFT plans no transform of one point), where the chirp's cyclic convolution does not
+// wrap. Powers of two only: the lengths of every prompt
 // share a few plans, where smooth sizes would make a plan per handful of lengths.
 uint32_t chirp_padded_length(uint32_t length);
 
