@@ -33,7 +33,7 @@ layout(push_constant) uniform Push {
   uint padded_length;
 } push;
 
-// chirps: c at the bin and at its mirror.
+// chirps: (c[bin], c[mirror]).
 vec2 row_spectrum(uint row, uint bin, vec4 chirps) {
   const uint sequence = (row / 2u) * push.padded_length;
   const vec2 z = complex_mul(spectra[sequence + bin], chirps.xy);

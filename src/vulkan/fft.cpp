@@ -23,8 +23,8 @@ namespace {
 // What the plans nobody keeps may hold across trim() (their data buffers; VkFFT's own work
 // buffers come on top): the power-of-two plans chirp-z transforms of every length share. Each
 // costs 0.2-0.3 s of host time to plan on the H100 (KVC_PROFILE), more than FAEDKV's whole
-// prompt transform takes on the GPU; 256 MiB holds the 32 layers' prefill plan at L = 128K
-// (P = 2^18, 64 sequences: 128 MiB) beside its decode plan.
+// prompt transform takes on the GPU; 256 MiB holds FAEDKV's prefill plan at L = 128K (P = 2^18,
+// 64 sequences: 128 MiB) beside its decode plan (16 sequences: 32 MiB).
 constexpr size_t kRetainedPlanBytes = size_t(256) << 20;
 
 bool is_power_of_two(uint64_t value) { return value != 0 && (value & (value - 1)) == 0; }
@@ -179,7 +179,8 @@ struct OneTimeCommands {
   }
 };
 
-// c[n] = e^{-pi i (n^2 mod 2M) / M} in double, rounded to f32 (re, im); `sign` -1 gives conj(c).
+// e^{sign pi i (n^2 mod 2M) / M} / divisor in double, rounded to f32 (re, im): c[n] for sign -1,
+// conj(c[n]) for +1.
 void chirp_point(uint64_t n, uint64_t length, double sign, double divisor, float* out) {
   const double angle = sign * M_PI * double(n * n % (2 * length)) / double(length);
   out[0] = float(std::cos(angle) / divisor);
@@ -263,8 +264,6 @@ BufferSlice ChirpFilter::filter() const {
   require(!direct(), KVC_ERROR_INTERNAL, "a direct chirp-z transform has no filter");
   return {filter_.get(), 0, uint64_t(padded_length_) * 8};
 }
-
-size_t ChirpFilter::bytes() const { return chirp_->size() + (filter_ ? filter_->size() : 0); }
 
 std::shared_ptr<FftPlan> FftPlans::keep(const FftShape& shape) {
   auto it = plans_.find(shape);

@@ -86,7 +86,6 @@ class ChirpFilter {
   // .. P - 1), divided by P so that the inverse transform needs no scaling: f32 (re, im) [P].
   // Not computed when direct().
   BufferSlice filter() const;
-  size_t bytes() const;
 
  private:
   uint32_t length_;
