@@ -10,7 +10,6 @@
 #include <map>
 #include <memory>
 #include <tuple>
-#include <vector>
 
 #include "vulkan/buffer.h"
 
@@ -54,8 +53,8 @@ class FftPlan {
 // The plan length P of a DFT of `length` points as a chirp-z transform (ChirpFilter): `length`
 // itself when it is a power of two above 1, else the least power of two >= 2 length - 1 (and
 // >= 2: VkFFT plans no transform of one point), where the chirp's cyclic convolution does not
-// wrap. Powers of two only: the lengths of every prompt
-// share a few plans, where smooth sizes would make a plan per handful of lengths.
+// wrap. Powers of two only: the lengths of every prompt share a few plans, where smooth sizes
+// would make a plan per handful of lengths (each planning takes as long, 0.2-0.3 s).
 uint32_t chirp_padded_length(uint32_t length);
 
 // A DFT of any length M through a plan of P = chirp_padded_length(M) points, Bluestein's
@@ -64,8 +63,8 @@ uint32_t chirp_padded_length(uint32_t length);
 // (k n = (k^2 + n^2 - (k - n)^2) / 2), a cyclic convolution of P points. The caller's shaders
 // premultiply by chirp() and zero-pad to P; the plan's forward transform, a product with
 // filter() and its inverse transform convolve; the caller's shaders postmultiply by chirp().
-// When M is a power of two the plan's forward transform alone is the DFT (direct(); chirp() is
-// all ones). c is computed from n^2 mod 2M (its period) in integers and in double, so its
+// When M is a power of two above 1 the plan's forward transform alone is the DFT (direct();
+// chirp() is all ones). c is computed from n^2 mod 2M (its period) in integers and in double, so its
 // phase keeps full precision at any M: an f32 angle of n^2 would lose it past M ~ 2^12.
 class ChirpFilter {
  public:
