@@ -1,14 +1,17 @@
 #version 450
 // Spectral attention, the softmax, split like flash-decoding so that a long segment spreads
-// over many workgroups: workgroup (chunk, row) takes CHUNK of the segment's logits (chunk 0
-// also the held slots'). STATISTICS: writes its chunk's maximum and sum of exp(logit - max).
-// Otherwise: merges its row's chunk statistics, writes its chunk's probabilities back over
-// the spectra, and chunk
-// 0 writes the held slots' share of the output. Row r's segment logits are component r % 2 of
-// the inverse-transformed sequence r / 2 (spectral_expand packs two rows per transform), and
-// its probabilities go back to the same component, so that the forward transform takes two
-// rows too; the held slots' logits come from spectral_held_logits.
+// over many workgroups: workgroup (chunk, pair) takes CHUNK of the segment's logits of query
+// rows 2 pair and 2 pair + 1 (chunk 0 also their held slots'). STATISTICS: writes each row's
+// chunk maximum and sum of exp(logit - max). Otherwise: merges each row's chunk statistics,
+// writes the chunk's probabilities back over the spectra, and chunk 0 writes the held slots'
+// share of the output. The two rows share a sequence, a chirp-z transform (ops/chirp_z_vulkan.h)
+// in both directions: their logits are conj(c[n] y[n]) (spectral_expand: the inverse
+// transform as the conjugate of a forward one), component 0 row 2 pair's and component 1 the
+// other's, and their probabilities p go back as (p_0 + i p_1) c[n], points M .. P - 1 zero, for
+// the forward transform: that complex product is why a workgroup takes both rows. An odd last
+// row pairs with zero probabilities. The held slots' logits come from spectral_held_logits.
 #extension GL_GOOGLE_include_directive : require
+#include "complex.glsl"
 #include "elements.glsl"
 
 layout(local_size_x_id = 0) in;  // a power of two
@@ -19,76 +22,94 @@ layout(constant_id = 4) const uint CHUNK = 4096;  // segment logits per workgrou
 
 layout(binding = 0) readonly buffer HeldLogits { float held_logits[]; };  // [rows][num_slots]
 layout(binding = 1) readonly buffer Values { uint v_words[]; };
-layout(binding = 2) buffer Spectra { float spectra[]; };                 // [(rows + 1) / 2][segment_length][2]
+layout(binding = 2) buffer Spectra { vec2 spectra[]; };                  // [(rows + 1) / 2][padded_length]
 layout(binding = 3) writeonly buffer HeldOutput { float held_out[]; };  // [rows][HEAD_DIM]
 layout(binding = 4) buffer Statistics { vec2 statistics[]; };           // [rows][chunks]: (max, sum)
+layout(binding = 5) readonly buffer Chirp { vec2 chirp[]; };            // [segment_length]
 
 layout(push_constant) uniform Push {
   uint segment_length;
+  uint padded_length;
   uint num_slots;
   uint slot_stride;
   uint num_q_heads;
   uint group;
+  uint rows;
   float scale;
 } push;
 
-shared float reduction[gl_WorkGroupSize.x];
+shared vec2 reduction[gl_WorkGroupSize.x];
 
-float workgroup_reduce(float value, bool take_max) {
+vec2 workgroup_reduce(vec2 value, bool take_max) {
   reduction[gl_LocalInvocationID.x] = value;
   barrier();
   for (uint stride = gl_WorkGroupSize.x / 2u; stride > 0u; stride /= 2u) {
     if (gl_LocalInvocationID.x < stride) {
-      const float other = reduction[gl_LocalInvocationID.x + stride];
+      const vec2 other = reduction[gl_LocalInvocationID.x + stride];
       reduction[gl_LocalInvocationID.x] = take_max ? max(reduction[gl_LocalInvocationID.x], other) : reduction[gl_LocalInvocationID.x] + other;
     }
     barrier();
   }
-  const float result = reduction[0];
+  const vec2 result = reduction[0];
   barrier();
   return result;
 }
 
 void main() {
-  const uint chunk = gl_WorkGroupID.x, chunks = gl_NumWorkGroups.x, row = gl_WorkGroupID.y;
-  const uint kv_head = (row % push.num_q_heads) / push.group;
-  // Logit n of the row is spectra[base + 2 n]; the other row of the pair writes the other floats.
-  const uint base = 2u * (row / 2u) * push.segment_length + row % 2u, held_base = row * push.num_slots;
+  const uint chunk = gl_WorkGroupID.x, chunks = gl_NumWorkGroups.x, pair = gl_WorkGroupID.y;
+  const uint row = 2u * pair;
+  const bool second = row + 1u < push.rows;  // an odd last row has no partner
+  const uint base = pair * push.padded_length;
   const uint first = chunk * CHUNK, last = min(first + CHUNK, push.segment_length);
   const uint held_slots = chunk == 0u ? push.num_slots : 0u;
+  const uint held_base = row * push.num_slots;
 
   if (STATISTICS) {
-    float local_max = KVC_NEG_INF;
+    vec2 local_max = vec2(KVC_NEG_INF);
     for (uint n = first + gl_LocalInvocationID.x; n < last; n += gl_WorkGroupSize.x)
-      local_max = max(local_max, spectra[base + 2u * n] * push.scale);
+      local_max = max(local_max, conjugate(complex_mul(chirp[n], spectra[base + n])) * push.scale);
     for (uint slot = gl_LocalInvocationID.x; slot < held_slots; slot += gl_WorkGroupSize.x)
-      local_max = max(local_max, held_logits[held_base + slot]);
-    const float chunk_max = workgroup_reduce(local_max, true);
-    float local_sum = 0.0;
+      local_max = max(local_max, vec2(held_logits[held_base + slot], second ? held_logits[held_base + push.num_slots + slot] : 0.0));
+    const vec2 chunk_max = workgroup_reduce(local_max, true);
+    vec2 local_sum = vec2(0.0);
     for (uint n = first + gl_LocalInvocationID.x; n < last; n += gl_WorkGroupSize.x)
-      local_sum += exp(spectra[base + 2u * n] * push.scale - chunk_max);
+      local_sum += exp(conjugate(complex_mul(chirp[n], spectra[base + n])) * push.scale - chunk_max);
     for (uint slot = gl_LocalInvocationID.x; slot < held_slots; slot += gl_WorkGroupSize.x)
-      local_sum += exp(held_logits[held_base + slot] - chunk_max);
-    const float chunk_sum = workgroup_reduce(local_sum, false);
-    if (gl_LocalInvocationID.x == 0u) statistics[row * chunks + chunk] = vec2(chunk_max, chunk_sum);
+      local_sum += exp(vec2(held_logits[held_base + slot], second ? held_logits[held_base + push.num_slots + slot] : 0.0) - chunk_max);
+    const vec2 chunk_sum = workgroup_reduce(local_sum, false);
+    if (gl_LocalInvocationID.x == 0u) {
+      statistics[row * chunks + chunk] = vec2(chunk_max.x, chunk_sum.x);
+      if (second) statistics[(row + 1u) * chunks + chunk] = vec2(chunk_max.y, chunk_sum.y);
+    }
     return;
   }
 
-  // Every thread merges the row's few chunk statistics itself: no barrier needed.
-  float row_max = KVC_NEG_INF;
-  for (uint c = 0u; c < chunks; ++c) row_max = max(row_max, statistics[row * chunks + c].x);
-  float total = 0.0;
+  // Every thread merges the rows' few chunk statistics itself: no barrier needed. The missing
+  // partner of an odd last row gets probabilities 0.
+  vec2 row_max = vec2(KVC_NEG_INF, second ? KVC_NEG_INF : 0.0);
+  for (uint c = 0u; c < chunks; ++c)
+    row_max = max(row_max, vec2(statistics[row * chunks + c].x, second ? statistics[(row + 1u) * chunks + c].x : 0.0));
+  vec2 total = vec2(0.0);
   for (uint c = 0u; c < chunks; ++c) {
-    const vec2 stats = statistics[row * chunks + c];
-    total += stats.y * exp(stats.x - row_max);
+    const vec2 stats_0 = statistics[row * chunks + c], stats_1 = second ? statistics[(row + 1u) * chunks + c] : vec2(0.0);
+    total += vec2(stats_0.y, stats_1.y) * exp(vec2(stats_0.x, stats_1.x) - row_max);
   }
-  const float inverse_total = 1.0 / total;
-  for (uint d = gl_LocalInvocationID.x; d < HEAD_DIM && chunk == 0u; d += gl_WorkGroupSize.x) {
-    float held = 0.0;
-    for (uint slot = 0; slot < held_slots; ++slot)
-      held += exp(held_logits[held_base + slot] - row_max) * KVC_LOAD_ELEMENT(v_words, KV_F16, (kv_head * push.slot_stride + slot) * HEAD_DIM + d);
-    held_out[row * HEAD_DIM + d] = held * inverse_total;
+  const vec2 inverse_total = vec2(1.0 / total.x, second ? 1.0 / total.y : 0.0);
+  for (uint d = gl_LocalInvocationID.x; d < HEAD_DIM && chunk == 0u; d += gl_WorkGroupSize.x)
+    for (uint r = row; r < row + (second ? 2u : 1u); ++r) {
+      const uint kv_head = (r % push.num_q_heads) / push.group, r_base = r * push.num_slots;
+      const float r_max = r == row ? row_max.x : row_max.y;
+      float held = 0.0;
+      for (uint slot = 0; slot < held_slots; ++slot)
+        held += exp(held_logits[r_base + slot] - r_max) * KVC_LOAD_ELEMENT(v_words, KV_F16, (kv_head * push.slot_stride + slot) * HEAD_DIM + d);
+      held_out[r * HEAD_DIM + d] = held * (r == row ? inverse_total.x : inverse_total.y);
+    }
+  for (uint n = first + gl_LocalInvocationID.x; n < last; n += gl_WorkGroupSize.x) {
+    const vec2 logits = conjugate(complex_mul(chirp[n], spectra[base + n])) * push.scale;
+    vec2 probabilities = exp(logits - row_max) * inverse_total;
+    if (!second) probabilities.y = 0.0;
+    spectra[base + n] = complex_mul(probabilities, chirp[n]);
   }
-  for (uint n = first + gl_LocalInvocationID.x; n < last; n += gl_WorkGroupSize.x)
-    spectra[base + 2u * n] = exp(spectra[base + 2u * n] * push.scale - row_max) * inverse_total;
+  for (uint t = push.segment_length + chunk * gl_WorkGroupSize.x + gl_LocalInvocationID.x; t < push.padded_length; t += chunks * gl_WorkGroupSize.x)
+    spectra[base + t] = vec2(0.0);
 }

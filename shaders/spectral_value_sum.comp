@@ -5,9 +5,12 @@
 // state once for the group. Rows 2s and 2s + 1 share transformed sequence s (Z = P_2s +
 // i P_2s+1 for real probabilities), separated at the bin as (Z[k] + conj Z[M-k]) / 2 and
 // (Z[k] - conj Z[M-k]) / 2i. Blocks of bins spread the sum over the GPU: a row's dims alone
-// are too few threads to hide the loads' latency over thousands of bins.
+// are too few threads to hide the loads' latency over thousands of bins. The forward
+// transform is a chirp-z transform (ops/chirp_z_vulkan.h): Z[k] is the sequence's point k
+// times the chirp c[k].
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
+#include "complex.glsl"
 #include "elements.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -16,8 +19,9 @@ layout(constant_id = 2) const uint BINS_PER_BLOCK = 64;
 
 layout(binding = 0) readonly buffer ValueStates { vec2 value_states[]; };  // [num_kv_heads][num_bins][HEAD_DIM]
 layout(binding = 1) readonly buffer Bins { uint bins[]; };
-layout(binding = 2) readonly buffer Spectra { vec2 spectra[]; };           // [(rows + 1) / 2][segment_length]
+layout(binding = 2) readonly buffer Spectra { vec2 spectra[]; };           // [(rows + 1) / 2][padded_length]
 layout(binding = 3) writeonly buffer Partials { vec2 partials[]; };         // [rows][num_blocks][HEAD_DIM / 2]
+layout(binding = 4) readonly buffer Chirp { vec2 chirp[]; };                // [segment_length]
 
 layout(push_constant) uniform Push {
   uint num_bins;
@@ -26,12 +30,14 @@ layout(push_constant) uniform Push {
   uint num_q_heads;
   uint group;
   uint num_blocks;
+  uint padded_length;
 } push;
 
-vec2 row_spectrum(uint row, uint bin) {
-  const uint sequence = (row / 2u) * push.segment_length;
-  const vec2 z = spectra[sequence + bin];
-  const vec2 mirror = spectra[sequence + (bin == 0u ? 0u : push.segment_length - bin)] * vec2(1.0, -1.0);
+// chirps: (c[bin], c[mirror]).
+vec2 row_spectrum(uint row, uint bin, vec4 chirps) {
+  const uint sequence = (row / 2u) * push.padded_length;
+  const vec2 z = complex_mul(spectra[sequence + bin], chirps.xy);
+  const vec2 mirror = conjugate(complex_mul(spectra[sequence + (bin == 0u ? 0u : push.segment_length - bin)], chirps.zw));
   const vec2 half_sum = 0.5 * (z + mirror), half_difference = 0.5 * (z - mirror);
   return row % 2u == 0u ? half_sum : vec2(half_difference.y, -half_difference.x);
 }
@@ -55,12 +61,13 @@ void main() {
       [[unroll]] for (uint g = 0u; g < KVC_MAX_GROUP_BLOCK; ++g) sums[g] = vec2(0.0);
       for (uint b = block * BINS_PER_BLOCK; b < end; ++b) {
         const uint bin = bins[b];
+        const vec4 chirps = vec4(chirp[bin], chirp[bin == 0u ? 0u : push.segment_length - bin]);
         const float weight = bin == 0u || 2u * bin == push.segment_length ? 1.0 : 2.0;
         const uint state = (kv_head * push.num_bins + b) * HEAD_DIM + 2u * pair;
         const vec2 state_a = value_states[state], state_b = value_states[state + 1u];
         [[unroll]] for (uint g = 0u; g < KVC_MAX_GROUP_BLOCK; ++g) {
           if (g >= heads) continue;
-          const vec2 p = row_spectrum(row0 + g, bin) * weight;
+          const vec2 p = row_spectrum(row0 + g, bin, chirps) * weight;
           sums[g] += vec2(dot(state_a, p), dot(state_b, p));
         }
       }

@@ -1,4 +1,4 @@
-// Complex helpers and the DFT of one butterfly (radix 2, 3, 4 or an odd prime up to
+// The DFT of one butterfly (radix 2, 3, 4 or an odd prime up to
 // MAX_RADIX), on values held in registers, for the shared-memory FFTs.
 // x is sized by the fixed bound MAX_RADIX and loops run to the radix, a specialization
 // constant at every call: unrolled, every index is a constant and x stays in registers
@@ -7,8 +7,7 @@
 const uint MAX_RADIX = 31;
 const uint MAX_HALF_RADIX = MAX_RADIX / 2;
 
-vec2 complex_mul(vec2 a, vec2 b) { return vec2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x); }
-vec2 times_i(vec2 a) { return vec2(-a.y, a.x); }
+#include "complex.glsl"
 
 // (cos, sin) of 2 pi m / radix, m = 1 .. (radix - 1) / 2, for the odd primes 5 .. 31 in turn,
 // rounded from double. Indexed by constants once the radix is one, they become immediates:

@@ -7,10 +7,13 @@
 // Vulkan: head by head, two head dims packed as one complex sequence (re = dim 2j, im = dim 2j + 1), one
 // VkFFT of length T for all of them, and the two real spectra separated at the chosen bins
 // (X_a[k] = (Z[k] + conj Z[T-k]) / 2, X_b[k] = (Z[k] - conj Z[T-k]) / 2i), so a real
-// transform costs half a complex one at any T.
+// transform costs half a complex one at any T. With chirp_z the length-T DFT is a chirp-z
+// transform over a power-of-two plan (ops/chirp_z_vulkan.h), its chirps taken in the pack and
+// unpack passes: for T that change with every prompt (FAEDKV's M), which would each need a plan.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "backend/backend.h"
 #include "common/dtype.h"
@@ -28,6 +31,7 @@ struct SegmentSpectrumShape {
   uint32_t num_bins = 0;          // >= 1, each bin < T
   Dtype dtype = Dtype::F32;       // of states
   float scale = 1.0f;             // FAEDKV's state is a mean: 1 / M
+  bool chirp_z = false;           // Vulkan: through power-of-two plans (the CPU computes the formula)
 };
 
 struct SegmentSpectrumArgs {
@@ -35,6 +39,11 @@ struct SegmentSpectrumArgs {
   View bins;      // uint32 [num_bins]
   View spectrum;  // f32 (re, im) [num_heads][num_bins][head_dim][2]
 };
+
+// What the Vulkan route needs for `shape` (its plan; with chirp_z, its chirp filter too), made
+// now and kept while the handle lives; null on the CPU.
+std::shared_ptr<void> segment_spectrum_keep(Backend& backend, const SegmentSpectrumShape& shape);
+std::shared_ptr<void> segment_spectrum_keep_vulkan(Backend& backend, const SegmentSpectrumShape& shape);
 
 void segment_spectrum(Backend& backend, const SegmentSpectrumShape& shape, const SegmentSpectrumArgs& args);
 void segment_spectrum_cpu(const SegmentSpectrumShape& shape, const SegmentSpectrumArgs& args);

@@ -36,6 +36,10 @@ void segment_spectrum_cpu(const SegmentSpectrumShape& shape, const SegmentSpectr
     }
 }
 
+std::shared_ptr<void> segment_spectrum_keep(Backend& backend, const SegmentSpectrumShape& shape) {
+  return backend.is_cpu() ? nullptr : segment_spectrum_keep_vulkan(backend, shape);
+}
+
 void segment_spectrum(Backend& backend, const SegmentSpectrumShape& shape, const SegmentSpectrumArgs& args) {
   if (backend.is_cpu()) segment_spectrum_cpu(shape, args);
   else segment_spectrum_vulkan(backend, shape, args);

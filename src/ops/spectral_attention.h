@@ -57,8 +57,9 @@ std::vector<uint32_t> spectral_bin_map(const std::vector<uint32_t>& bins, uint32
 std::vector<float> spectral_reconstruct_cpu(uint32_t num_heads, uint32_t head_dim, uint32_t segment_length,
                                             const std::vector<uint32_t>& bins, const float* spectrum);
 
-// What the Vulkan route needs for segments of M tokens (its FFT plan), kept while the handle
-// lives: a cache holding one makes nothing on its decode path. Null on the CPU.
+// What the Vulkan route needs for segments of M tokens (a plan of M's padded power-of-two
+// length and M's chirp filter: ops/chirp_z_vulkan.h), kept while the handle lives: a cache
+// holding one makes nothing on its decode path. Null on the CPU.
 std::shared_ptr<void> spectral_attention_keep(Backend& backend, uint32_t segment_length, uint32_t num_q_heads);
 std::shared_ptr<void> spectral_attention_keep_vulkan(Backend& backend, uint32_t segment_length, uint32_t num_q_heads);
 

@@ -1,13 +1,17 @@
 // Per query: seven passes and two transforms: bin products, their expansion to full spectra, an
-// inverse FFT (the segment's logits), the held slots' logits, the softmax over both (chunk
+// inverse DFT (the segment's logits), the held slots' logits, the softmax over both (chunk
 // statistics, then probabilities: a row's M logits spread over many workgroups), a forward
-// FFT of the probabilities, and the value sum over the stored bins (in blocks, then their
+// DFT of the probabilities, and the value sum over the stored bins (in blocks, then their
 // total). Two query heads share each complex transform (their logits and probabilities are
-// real). A chunk of queries takes its queries in turn through the same plan, so one plan of
-// num_q_heads / 2 transforms per segment length serves every call (spectral_attention_keep).
+// real). Both length-M DFTs are chirp-z transforms over one power-of-two plan
+// (ops/chirp_z_vulkan.h; the inverse as the conjugate of a forward one), their chirps taken in
+// the passes around them. A chunk of queries takes its queries in turn through the same plan, so
+// one plan of num_q_heads / 2 transforms per padded length serves every call, and every M of
+// that padded length (spectral_attention_keep keeps it and M's chirp filter).
 #include <algorithm>
 #include <cmath>
 
+#include "ops/chirp_z_vulkan.h"
 #include "ops/spectral_attention.h"
 #include "ops/vulkan_args.h"
 #include "vulkan/device.h"
@@ -27,7 +31,7 @@ struct ProductsPush {
   uint32_t num_bins, first_query, num_kv_heads, group;
 };
 struct ExpandPush {
-  uint32_t num_bins, segment_length, rows;
+  uint32_t num_bins, segment_length, rows, padded_length;
 };
 struct HeldLogitsPush {
   uint32_t first_query, num_slots, slot_stride, num_q_heads, group;
@@ -35,11 +39,11 @@ struct HeldLogitsPush {
   float scale;
 };
 struct SoftmaxPush {
-  uint32_t segment_length, num_slots, slot_stride, num_q_heads, group;
+  uint32_t segment_length, padded_length, num_slots, slot_stride, num_q_heads, group, rows;
   float scale;
 };
 struct ValueSumPush {
-  uint32_t num_bins, segment_length, rows, num_q_heads, group, num_blocks;
+  uint32_t num_bins, segment_length, rows, num_q_heads, group, num_blocks, padded_length;
 };
 struct OutputPush {
   uint32_t rows, num_blocks, first_query;
@@ -48,14 +52,16 @@ struct OutputPush {
 size_t aligned(size_t bytes) { return (bytes + kBindingAlignment - 1) / kBindingAlignment * kBindingAlignment; }
 
 // Two query rows per complex transform: their segment logits and probabilities are real.
-vk::FftShape transform_shape(uint32_t segment_length, uint32_t rows) { return {segment_length, (rows + 1) / 2}; }
+ChirpTransform transform_for(Backend& backend, uint32_t segment_length, uint32_t rows) {
+  return chirp_transform(backend, segment_length, (rows + 1) / 2);
+}
 
 uint32_t groups_for(uint64_t items) { return std::min(group_count_unbounded(items, kWorkgroupSize), kMaxGroups); }
 
 }  // namespace
 
 std::shared_ptr<void> spectral_attention_keep_vulkan(Backend& backend, uint32_t segment_length, uint32_t num_q_heads) {
-  return backend.fft_plans().keep(transform_shape(segment_length, num_q_heads));
+  return std::make_shared<ChirpTransform>(transform_for(backend, segment_length, num_q_heads));
 }
 
 void spectral_attention_vulkan(Backend& backend, const SpectralAttentionShape& shape, const SpectralAttentionArgs& args) {
@@ -63,10 +69,12 @@ void spectral_attention_vulkan(Backend& backend, const SpectralAttentionShape& s
   const uint32_t dim = shape.head_dim, M = shape.segment_length, blocks = (shape.num_bins + kBinsPerBlock - 1) / kBinsPerBlock;
   const bool f16 = shape.dtype == Dtype::F16;
   const float scale = float(1.0 / std::sqrt(double(dim)));
-  vk::FftPlan& plan = backend.fft_plans().get(transform_shape(M, rows));
+  const ChirpTransform transform = transform_for(backend, M, rows);
+  const uint32_t padded = transform.filter->padded_length(), pairs = (rows + 1) / 2;
+  const vk::BufferSlice chirp = transform.filter->chirp();
   // The spectra live in the plan's own buffer (the transforms run in place on it); the rest in
   // scratch: bin products, held logits, the held slots' share, the value sum's partials.
-  const vk::BufferSlice spectra = plan.data();
+  const vk::BufferSlice spectra = transform.plan->data();
   const uint32_t chunks = (M + kSoftmaxChunk - 1) / kSoftmaxChunk;
   const size_t products_bytes = aligned(size_t(rows) * shape.num_bins * 8), held_logits_bytes = aligned(size_t(rows) * shape.num_slots * 4),
                held_bytes = aligned(size_t(rows) * dim * 4), statistics_bytes = aligned(size_t(rows) * chunks * 8),
@@ -87,23 +95,23 @@ void spectral_attention_vulkan(Backend& backend, const SpectralAttentionShape& s
     recorder.dispatch({"spectral_bin_products", 3, sizeof(ProductsPush), {kWorkgroupSize, dim, f16}},
                       {slice(args.q), slice(args.spectrum_k), products}, &products_push,
                       groups_for(uint64_t(shape.num_bins) * shape.num_kv_heads * backend.device().subgroup_size()));
-    const ExpandPush expand_push{shape.num_bins, M, rows};
-    recorder.dispatch({"spectral_expand", 3, sizeof(ExpandPush), {kWorkgroupSize}}, {products, slice(args.bin_map), spectra},
-                      &expand_push, groups_for(uint64_t(rows + 1) / 2 * M));
-    plan.record(recorder, true);
+    const ExpandPush expand_push{shape.num_bins, M, rows, padded};
+    recorder.dispatch({"spectral_expand", 4, sizeof(ExpandPush), {kWorkgroupSize}}, {products, slice(args.bin_map), spectra, chirp},
+                      &expand_push, groups_for(uint64_t(pairs) * padded));
+    record_chirp_dft(recorder, transform);
     const HeldLogitsPush logits_push{query, shape.num_slots, shape.slot_stride, shape.num_q_heads, group,
                                      shape.first_query_position + int32_t(query), scale};
     recorder.dispatch({"spectral_held_logits", 4, sizeof(HeldLogitsPush), {kWorkgroupSize, dim, f16}},
                       {slice(args.q), slice(args.k), slice(args.positions), held_logits}, &logits_push,
                       groups_for(uint64_t(rows) * shape.num_slots));
-    const SoftmaxPush softmax_push{M, shape.num_slots, shape.slot_stride, shape.num_q_heads, group, scale};
+    const SoftmaxPush softmax_push{M, padded, shape.num_slots, shape.slot_stride, shape.num_q_heads, group, rows, scale};
     for (const bool statistics_pass : {true, false})
-      recorder.dispatch({"spectral_softmax", 5, sizeof(SoftmaxPush), {kSoftmaxWorkgroupSize, dim, f16, statistics_pass, kSoftmaxChunk}},
-                        {held_logits, slice(args.v), spectra, held, statistics}, &softmax_push, chunks, rows);
-    plan.record(recorder, false);
-    const ValueSumPush value_push{shape.num_bins, M, rows, shape.num_q_heads, group, blocks};
-    recorder.dispatch({"spectral_value_sum", 4, sizeof(ValueSumPush), {kWorkgroupSize, dim, kBinsPerBlock}},
-                      {slice(args.spectrum_v), slice(args.bins), spectra, partials}, &value_push,
+      recorder.dispatch({"spectral_softmax", 6, sizeof(SoftmaxPush), {kSoftmaxWorkgroupSize, dim, f16, statistics_pass, kSoftmaxChunk}},
+                        {held_logits, slice(args.v), spectra, held, statistics, chirp}, &softmax_push, chunks, pairs);
+    record_chirp_dft(recorder, transform);
+    const ValueSumPush value_push{shape.num_bins, M, rows, shape.num_q_heads, group, blocks, padded};
+    recorder.dispatch({"spectral_value_sum", 5, sizeof(ValueSumPush), {kWorkgroupSize, dim, kBinsPerBlock}},
+                      {slice(args.spectrum_v), slice(args.bins), spectra, partials, chirp}, &value_push,
                       groups_for(uint64_t(shape.num_kv_heads) * blocks * dim / 2));
     const OutputPush output_push{rows, blocks, query};
     recorder.dispatch({"spectral_output", 3, sizeof(OutputPush), {kWorkgroupSize, dim, f16}}, {partials, held, slice(args.out)},

@@ -52,6 +52,18 @@ std::vector<uint32_t> faedkv_stored_bins(const std::vector<bool>& kept_chunks, u
 
 namespace {
 
+// Eq. 10 over `layer`'s middle segment, as a running mean (eq. 9 with N = M tokens folded in).
+// Its DFT is a chirp-z transform on Vulkan: M changes with every prompt, and a plan of length M
+// would cost a VkFFT planning (0.2-0.3 s on the host) per prompt length.
+ops::SegmentSpectrumShape prompt_transform(const CacheConfig& config, const LayerState& layer, uint32_t sinks, uint32_t recent_window,
+                                           uint32_t num_bins) {
+  const uint32_t segment = layer.slots_held - sinks - recent_window;
+  ops::SegmentSpectrumShape transform{config.num_kv_heads, config.head_dim, layer.slot_stride, sinks, segment, segment, 0,
+                                      num_bins, config.dtype, 1.0f / float(segment)};
+  transform.chirp_z = true;
+  return transform;
+}
+
 std::vector<bool> most_important_chunks(const float* importance, uint32_t chunks, uint32_t kept) {
   std::vector<uint32_t> order(chunks);
   std::iota(order.begin(), order.end(), 0u);
@@ -206,7 +218,7 @@ void FaedKvPolicy::end_prefill(Cache& cache) {
     // on the decode path).
     for (uint32_t layer = 0; layer < config_.num_layers; ++layer) {
       const uint32_t segment = cache.layer(layer).slots_held - sinks_ - recent_window_;
-      backend.fft_plans().get({segment, config_.head_dim / 2});
+      ops::segment_spectrum_keep(backend, prompt_transform(config_, cache.layer(layer), sinks_, recent_window_, 1));
       ops::spectral_attention_keep(backend, segment, config_.num_q_heads);  // the queries', in the op's own shape
     }
   }
@@ -251,9 +263,7 @@ void FaedKvPolicy::transform_prompt(Cache& cache, uint32_t layer_index, LayerSpe
   spectrum.value_states = std::make_unique<Tensor>(backend, state_bytes);
   spectrum.attention_plan = ops::spectral_attention_keep(backend, segment, config_.num_q_heads);
 
-  // Eq. 10, as a running mean (eq. 9 with N = M tokens folded in).
-  ops::SegmentSpectrumShape transform{config_.num_kv_heads, config_.head_dim, layer.slot_stride, sinks_, segment, segment, 0,
-                                      num_bins, config_.dtype, 1.0f / float(segment)};
+  const ops::SegmentSpectrumShape transform = prompt_transform(config_, layer, sinks_, recent_window_, num_bins);
   ops::segment_spectrum(backend, transform, {view(*layer.k), view(*spectrum.bin_table), view(*spectrum.key_states)});
   ops::segment_spectrum(backend, transform, {view(*layer.v), view(*spectrum.bin_table), view(*spectrum.value_states)});
 

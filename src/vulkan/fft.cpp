@@ -2,9 +2,13 @@
 // (cmake/Dependencies.cmake) after volk, so VkFFT's Vulkan calls go through volk's loader.
 #include "vulkan/fft.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include <vkFFT.h>
 
@@ -15,6 +19,15 @@
 
 namespace kvc::vk {
 namespace {
+
+// What the plans nobody keeps may hold across trim() (their data buffers; VkFFT's own work
+// buffers come on top): the power-of-two plans chirp-z transforms of every length share. Each
+// costs 0.2-0.3 s of host time to plan on the H100 (KVC_PROFILE), more than FAEDKV's whole
+// prompt transform takes on the GPU; 256 MiB holds FAEDKV's prefill plan at L = 128K (P = 2^18,
+// 64 sequences: 128 MiB) beside its decode plan (16 sequences: 32 MiB).
+constexpr size_t kRetainedPlanBytes = size_t(256) << 20;
+
+bool is_power_of_two(uint64_t value) { return value != 0 && (value & (value - 1)) == 0; }
 
 // VkFFT's failures as a kvc_status: a shape it has no kernels for is unsupported; a failed
 // host or Vulkan allocation is out of memory; any other failed Vulkan call is a Vulkan error.
@@ -62,6 +75,7 @@ struct FftPlan::Impl {
   std::unique_ptr<Buffer> data;
   VkBuffer data_handle = VK_NULL_HANDLE;  // VkFFT keeps a pointer to this
   std::string label;                      // KVC_PROFILE's name for its commands
+  FftShape shape;
 };
 
 FftPlan::FftPlan(Device& device, const FftShape& shape) : impl_(std::make_unique<Impl>()) {
@@ -69,6 +83,7 @@ FftPlan::FftPlan(Device& device, const FftShape& shape) : impl_(std::make_unique
   impl.device = device.device();
   impl.physical_device = device.physical_device();
   impl.queue = device.queue();
+  impl.shape = shape;
   impl.buffer_bytes = uint64_t(shape.length) * shape.batch * 2 * sizeof(float);
   impl.label = "fft " + std::to_string(shape.batch) + " x " + std::to_string(shape.length);
   impl.data = std::make_unique<Buffer>(device, impl.buffer_bytes, MemoryKind::DeviceLocal);
@@ -117,6 +132,8 @@ BufferSlice FftPlan::data() const { return {impl_->data.get(), 0, impl_->buffer_
 
 size_t FftPlan::bytes() const { return impl_->buffer_bytes; }
 
+const FftShape& FftPlan::shape() const { return impl_->shape; }
+
 void FftPlan::record(Recorder& recorder, bool inverse) {
   VkCommandBuffer commands = recorder.raw_commands(impl_->label);
   VkFFTLaunchParams launch{};
@@ -127,14 +144,158 @@ void FftPlan::record(Recorder& recorder, bool inverse) {
   require(result == VKFFT_SUCCESS, KVC_ERROR_VULKAN, "VkFFTAppend failed (VkFFTResult " + std::to_string(static_cast<int>(result)) + ")");
 }
 
+uint32_t chirp_padded_length(uint32_t length) {
+  require(length >= 1 && length <= (1u << 30), KVC_ERROR_UNSUPPORTED,
+          "a chirp-z transform of " + std::to_string(length) + " points; lengths 1 .. 2^30 are transformed");
+  if (length > 1 && is_power_of_two(length)) return length;
+  uint32_t padded = 2;  // VkFFT plans no transform of one point
+  while (padded < 2 * length - 1) padded *= 2;
+  return padded;
+}
+
+namespace {
+
+// One command buffer of the plan's pool, freed on every path.
+struct OneTimeCommands {
+  VkDevice device;
+  VkCommandPool pool;
+  VkCommandBuffer commands = VK_NULL_HANDLE;
+  OneTimeCommands(VkDevice device_handle, VkCommandPool pool_handle) : device(device_handle), pool(pool_handle) {
+    VkCommandBufferAllocateInfo alloc{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    alloc.commandPool = pool;
+    alloc.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    alloc.commandBufferCount = 1;
+    check(vkAllocateCommandBuffers(device, &alloc, &commands), "vkAllocateCommandBuffers");
+  }
+  ~OneTimeCommands() { vkFreeCommandBuffers(device, pool, 1, &commands); }
+  OneTimeCommands(const OneTimeCommands&) = delete;
+  OneTimeCommands& operator=(const OneTimeCommands&) = delete;
+
+  void barrier(VkPipelineStageFlags src_stages, VkAccessFlags src_access, VkPipelineStageFlags dst_stages, VkAccessFlags dst_access) {
+    VkMemoryBarrier memory{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    memory.srcAccessMask = src_access;
+    memory.dstAccessMask = dst_access;
+    vkCmdPipelineBarrier(commands, src_stages, dst_stages, 0, 1, &memory, 0, nullptr, 0, nullptr);
+  }
+};
+
+// e^{sign pi i (n^2 mod 2M) / M} / divisor in double, rounded to f32 (re, im): c[n] for sign -1,
+// conj(c[n]) for +1.
+void chirp_point(uint64_t n, uint64_t length, double sign, double divisor, float* out) {
+  const double angle = sign * M_PI * double(n * n % (2 * length)) / double(length);
+  out[0] = float(std::cos(angle) / divisor);
+  out[1] = float(std::sin(angle) / divisor);
+}
+
+}  // namespace
+
+ChirpFilter::ChirpFilter(Device& device, uint32_t length, FftPlan& plan)
+    : length_(length), padded_length_(chirp_padded_length(length)) {
+  FftPlan::Impl& impl = *plan.impl_;
+  require(impl.shape.length == padded_length_, KVC_ERROR_INTERNAL,
+          "the chirp filter of " + std::to_string(length) + " points needs a plan of " + std::to_string(padded_length_));
+  const auto start = std::chrono::steady_clock::now();
+  const uint64_t M = length_, P = padded_length_;
+  const size_t chirp_bytes = M * 8, filter_bytes = direct() ? 0 : P * 8;
+  // Staged: the chirp, then the filter's time domain (conj c at 0 .. M - 1 and its mirror at
+  // P - M + 1 .. P - 1, as the convolution's negative lags wrap), divided by P.
+  Buffer staging(device, chirp_bytes + filter_bytes, MemoryKind::HostVisible);
+  float* const host = static_cast<float*>(staging.mapped());
+  std::memset(host, 0, chirp_bytes + filter_bytes);
+  for (uint64_t n = 0; n < M; ++n) {
+    if (direct()) host[2 * n] = 1.0f;
+    else chirp_point(n, M, -1.0, 1.0, host + 2 * n);
+  }
+  float* const wrapped = host + 2 * M;
+  for (uint64_t m = 0; m < M && !direct(); ++m) {
+    chirp_point(m, M, 1.0, double(P), wrapped + 2 * m);
+    if (m > 0) std::memcpy(wrapped + 2 * (P - m), wrapped + 2 * m, 8);
+  }
+  chirp_ = std::make_unique<Buffer>(device, chirp_bytes, MemoryKind::DeviceLocal);
+  if (!direct()) filter_ = std::make_unique<Buffer>(device, filter_bytes, MemoryKind::DeviceLocal);
+
+  OneTimeCommands once(impl.device, impl.pool);
+  VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  check(vkBeginCommandBuffer(once.commands, &begin), "vkBeginCommandBuffer");
+  // Earlier submissions may have used plan.data().
+  once.barrier(VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
+               VK_ACCESS_TRANSFER_WRITE_BIT);
+  const VkBufferCopy chirp_copy{0, 0, chirp_bytes};
+  vkCmdCopyBuffer(once.commands, staging.handle(), chirp_->handle(), 1, &chirp_copy);
+  if (!direct()) {
+    const VkBufferCopy to_plan{chirp_bytes, 0, filter_bytes};
+    vkCmdCopyBuffer(once.commands, staging.handle(), impl.data_handle, 1, &to_plan);
+    once.barrier(VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                 VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+    VkFFTLaunchParams launch{};
+    launch.commandBuffer = &once.commands;
+    launch.buffer = &impl.data_handle;
+    const VkFFTResult result = VkFFTAppend(&impl.app, -1, &launch);
+    require(result == VKFFT_SUCCESS, KVC_ERROR_VULKAN, "VkFFTAppend failed (VkFFTResult " + std::to_string(static_cast<int>(result)) + ")");
+    once.barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_READ_BIT);
+    const VkBufferCopy from_plan{0, 0, filter_bytes};  // sequence 0's spectrum; the plan's other sequences are not read
+    vkCmdCopyBuffer(once.commands, impl.data_handle, filter_->handle(), 1, &from_plan);
+  }
+  // What later submissions read of the tables, or write of plan.data(), waits for this.
+  once.barrier(VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT,
+               VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT);
+  check(vkEndCommandBuffer(once.commands), "vkEndCommandBuffer");
+  check(vkResetFences(impl.device, 1, &impl.fence), "vkResetFences");
+  VkSubmitInfo submit{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  submit.commandBufferCount = 1;
+  submit.pCommandBuffers = &once.commands;
+  VkResult result = faults::injected(faults::Op::QueueSubmit);
+  if (result == VK_SUCCESS) result = vkQueueSubmit(impl.queue, 1, &submit, impl.fence);
+  check(result, "vkQueueSubmit");
+  result = faults::injected(faults::Op::WaitForFences);
+  if (result == VK_SUCCESS) result = vkWaitForFences(impl.device, 1, &impl.fence, VK_TRUE, UINT64_MAX);
+  check(result, "vkWaitForFences");
+  if (profiling_enabled())
+    std::fprintf(stderr, "kvc profile: chirp filter of %u points (P = %u) in %.1f ms (host)\n", length_, padded_length_,
+                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+}
+
+ChirpFilter::~ChirpFilter() = default;
+
+BufferSlice ChirpFilter::chirp() const { return {chirp_.get(), 0, uint64_t(length_) * 8}; }
+
+BufferSlice ChirpFilter::filter() const {
+  require(!direct(), KVC_ERROR_INTERNAL, "a direct chirp-z transform has no filter");
+  return {filter_.get(), 0, uint64_t(padded_length_) * 8};
+}
+
 std::shared_ptr<FftPlan> FftPlans::keep(const FftShape& shape) {
   auto it = plans_.find(shape);
-  if (it == plans_.end()) it = plans_.emplace(shape, std::make_shared<FftPlan>(device_, shape)).first;
+  if (it == plans_.end()) {
+    it = plans_.emplace(shape, Held{std::make_shared<FftPlan>(device_, shape)}).first;
+    ++plans_made_;
+  }
+  it->second.last_use = ++uses_;
+  return it->second.plan;
+}
+
+std::shared_ptr<ChirpFilter> FftPlans::keep_chirp(uint32_t length, uint32_t batch) {
+  const uint32_t padded = chirp_padded_length(length);
+  std::shared_ptr<FftPlan> plan = keep({padded, batch});
+  auto it = filters_.find(length);
+  if (it == filters_.end()) it = filters_.emplace(length, std::make_shared<ChirpFilter>(device_, length, *plan)).first;
   return it->second;
 }
 
 void FftPlans::trim() {
-  for (auto it = plans_.begin(); it != plans_.end();) it = it->second.use_count() == 1 ? plans_.erase(it) : std::next(it);
+  for (auto it = filters_.begin(); it != filters_.end();) it = it->second.use_count() == 1 ? filters_.erase(it) : std::next(it);
+  // The unkept power-of-two plans, newest use first, while the budget lasts; every other unkept plan goes.
+  std::vector<std::map<FftShape, Held>::iterator> unkept;
+  for (auto it = plans_.begin(); it != plans_.end(); ++it)
+    if (it->second.plan.use_count() == 1) unkept.push_back(it);
+  std::sort(unkept.begin(), unkept.end(), [](const auto& a, const auto& b) { return a->second.last_use > b->second.last_use; });
+  size_t retained = 0;
+  for (const auto& it : unkept) {
+    const size_t bytes = it->second.plan->bytes();
+    if (is_power_of_two(it->first.length) && retained + bytes <= kRetainedPlanBytes) retained += bytes;
+    else plans_.erase(it);
+  }
 }
 
 }  // namespace kvc::vk

@@ -42,27 +42,88 @@ class FftPlan {
   // length}, inverse with e^{+2 pi i k n / length}.
   void record(Recorder& recorder, bool inverse);
   size_t bytes() const;
+  const FftShape& shape() const;
 
  private:
+  friend class ChirpFilter;  // transforms its filter through the plan, in a submission of its own
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
-// Plans by shape. A plan lives while someone keeps it (keep()), or until the next trim():
-// a cache keeps the plans its decode step needs, so no plan is made on the decode path, and a
-// context that sees many lengths does not hold a plan (and its buffer) for each forever.
+// The plan length P of a DFT of `length` points as a chirp-z transform (ChirpFilter): `length`
+// itself when it is a power of two above 1, else the least power of two >= 2 length - 1 (and
+// >= 2: VkFFT plans no transform of one point), where the chirp's cyclic convolution does not
+// wrap. Powers of two only: the lengths of every prompt share a few plans, where smooth sizes
+// would make a plan per handful of lengths (each planning takes as long, 0.2-0.3 s).
+uint32_t chirp_padded_length(uint32_t length);
+
+// A DFT of any length M through a plan of P = chirp_padded_length(M) points, Bluestein's
+// chirp-z transform: with c[n] = e^{-pi i n^2 / M},
+//   X[k] = sum_n x[n] e^{-2 pi i k n / M} = c[k] sum_n (x[n] c[n]) conj(c[k - n])
+// (k n = (k^2 + n^2 - (k - n)^2) / 2), a cyclic convolution of P points. The caller's shaders
+// premultiply by chirp() and zero-pad to P; the plan's forward transform, a product with
+// filter() and its inverse transform convolve; the caller's shaders postmultiply by chirp().
+// When M is a power of two above 1 the plan's forward transform alone is the DFT (direct();
+// chirp() is all ones). c is computed from n^2 mod 2M (its period) in integers and in double, so its
+// phase keeps full precision at any M: an f32 angle of n^2 would lose it past M ~ 2^12.
+class ChirpFilter {
+ public:
+  // Computes chirp() and filter() now, through `plan` (P points, any batch) in a submission of
+  // its own that overwrites plan.data(): call it where no submitted work still uses the plan
+  // (as in an operation or a step, whose recording runs after it; ../backend/backend.h).
+  ChirpFilter(Device& device, uint32_t length, FftPlan& plan);
+  ~ChirpFilter();
+  ChirpFilter(const ChirpFilter&) = delete;
+  ChirpFilter& operator=(const ChirpFilter&) = delete;
+
+  uint32_t length() const { return length_; }
+  uint32_t padded_length() const { return padded_length_; }
+  bool direct() const { return length_ == padded_length_; }
+  // c[n], n < M: f32 (re, im); all ones when direct().
+  BufferSlice chirp() const;
+  // The P-point forward transform of conj(c) wrapped around P (points 0 .. M - 1 and P - M + 1
+  // .. P - 1), divided by P so that the inverse transform needs no scaling: f32 (re, im) [P].
+  // Not computed when direct().
+  BufferSlice filter() const;
+
+ private:
+  uint32_t length_;
+  uint32_t padded_length_;
+  std::unique_ptr<Buffer> chirp_, filter_;
+};
+
+// Plans by shape, and chirp filters by length. A plan lives while someone keeps it (keep()),
+// or until a trim() finds nobody keeping it: a cache keeps the plans its decode step needs, so
+// no plan is made on the decode path, and a context that sees many lengths does not hold a plan
+// (and its buffer) for each forever. Plans of power-of-two lengths outlive trim() within a
+// budget (kRetainedPlanBytes in fft.cpp): chirp-z transforms of every length go through them,
+// so a prompt of a new length whose padded length was seen before plans nothing.
 class FftPlans {
  public:
   explicit FftPlans(Device& device) : device_(device) {}
   FftPlan& get(const FftShape& shape) { return *keep(shape); }
   std::shared_ptr<FftPlan> keep(const FftShape& shape);
-  // Drops the plans nobody keeps; call only when no recorded work can still use them.
+  // The chirp filter of `length`-point DFTs, made (once per length, while kept) through the
+  // plan {chirp_padded_length(length), batch}, which the caller then uses: get() it.
+  std::shared_ptr<ChirpFilter> keep_chirp(uint32_t length, uint32_t batch);
+  // Drops the plans and filters nobody keeps, but the power-of-two plans the budget retains;
+  // call only when no recorded work can still use them.
   void trim();
   size_t plans_held() const { return plans_.size(); }
+  size_t chirp_filters_held() const { return filters_.size(); }
+  // Plans made since the cache was created: what a test of plan reuse counts.
+  uint64_t plans_made() const { return plans_made_; }
 
  private:
+  struct Held {
+    std::shared_ptr<FftPlan> plan;
+    uint64_t last_use = 0;  // uses_ when last asked for
+  };
   Device& device_;
-  std::map<FftShape, std::shared_ptr<FftPlan>> plans_;
+  std::map<FftShape, Held> plans_;
+  std::map<uint32_t, std::shared_ptr<ChirpFilter>> filters_;
+  uint64_t uses_ = 0;
+  uint64_t plans_made_ = 0;
 };
 
 }  // namespace kvc::vk

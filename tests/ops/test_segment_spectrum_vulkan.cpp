@@ -1,5 +1,6 @@
-// segment_spectrum on Vulkan (packed real sequences through VkFFT) against the CPU's formula
-// in double, over awkward lengths: odd, prime, and a prime factor VkFFT handles by Bluestein.
+// segment_spectrum on Vulkan (packed real sequences through VkFFT, of length T or as chirp-z
+// transforms over power-of-two plans) against the CPU's formula in double, over awkward
+// lengths: odd, prime, a prime factor VkFFT handles by Bluestein, and around powers of two.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -12,6 +13,33 @@
 
 namespace kvc {
 
+namespace {
+
+// The Vulkan route's spectrum and the CPU's formula in double, over random rows and bins (with
+// 0 and T - 1, the mirror of 1, always among them).
+std::vector<std::vector<float>> both_spectra(Backend& gpu, const ops::SegmentSpectrumShape& shape) {
+  std::vector<float> rows = test::random_floats(size_t(shape.num_heads) * shape.slot_stride * shape.head_dim);
+  const std::vector<unsigned char> row_bytes = test::encode(rows, shape.dtype);
+  std::vector<uint32_t> bins(shape.num_bins);
+  for (uint32_t b = 0; b < shape.num_bins; ++b) bins[b] = uint32_t(test::rng()() % shape.transform_length);
+  bins[0] = 0;
+  bins[shape.num_bins - 1] = shape.transform_length - 1;
+  const size_t out_bytes = size_t(shape.num_heads) * shape.num_bins * shape.head_dim * 8;
+  std::vector<std::vector<float>> results;
+  for (Backend* backend : {&test::cpu_backend(), &gpu}) {
+    auto states = test::make_tensor(*backend, row_bytes.data(), row_bytes.size());
+    auto bin_table = test::make_tensor(*backend, bins.data(), bins.size() * 4);
+    auto out = test::make_poisoned(*backend, out_bytes);
+    backend->begin();
+    ops::segment_spectrum(*backend, shape, {view(*states), view(*bin_table), view(*out)});
+    backend->submit();
+    results.push_back(test::decode(test::read_tensor(*backend, *out, out_bytes), Dtype::F32));
+  }
+  return results;
+}
+
+}  // namespace
+
 TEST_CASE("segment_spectrum on Vulkan equals the CPU reference") {
   Backend* gpu = test::vulkan_backend();
   REQUIRE(gpu != nullptr);
@@ -21,31 +49,56 @@ TEST_CASE("segment_spectrum on Vulkan equals the CPU reference") {
                                               {1, 64, 200, 0, 120, 512, 7, 64, Dtype::F32},   // zero-padded window
                                               {8, 128, 1100, 10, 1021, 1021, 0, 130, Dtype::F16, 1.0f / 1021},  // FAEDKV's mean
                                               {1, 256, 90, 2, 77, 100, 11, 9, Dtype::F32}};  // the widest head
-  for (const ops::SegmentSpectrumShape& shape : shapes) {
-    std::vector<float> rows = test::random_floats(size_t(shape.num_heads) * shape.slot_stride * shape.head_dim);
-    const std::vector<unsigned char> row_bytes = test::encode(rows, shape.dtype);
-    // Random bins, with 0 and T - 1 (the mirror of 1) always among them.
-    std::vector<uint32_t> bins(shape.num_bins);
-    for (uint32_t b = 0; b < shape.num_bins; ++b) bins[b] = uint32_t(test::rng()() % shape.transform_length);
-    bins[0] = 0;
-    bins[shape.num_bins - 1] = shape.transform_length - 1;
-    const size_t out_bytes = size_t(shape.num_heads) * shape.num_bins * shape.head_dim * 8;
-    std::vector<std::vector<float>> results;
-    for (Backend* backend : {&test::cpu_backend(), gpu}) {
-      auto states = test::make_tensor(*backend, row_bytes.data(), row_bytes.size());
-      auto bin_table = test::make_tensor(*backend, bins.data(), bins.size() * 4);
-      auto out = test::make_poisoned(*backend, out_bytes);
-      backend->begin();
-      ops::segment_spectrum(*backend, shape, {view(*states), view(*bin_table), view(*out)});
-      backend->submit();
-      results.push_back(test::decode(test::read_tensor(*backend, *out, out_bytes), Dtype::F32));
+  // Each through a plan of length T, and as a chirp-z transform over a power-of-two plan.
+  for (const bool chirp_z : {false, true})
+    for (ops::SegmentSpectrumShape shape : shapes) {
+      shape.chirp_z = chirp_z;
+      const std::vector<std::vector<float>> results = both_spectra(*gpu, shape);
+      INFO("heads ", shape.num_heads, " head_dim ", shape.head_dim, " length ", shape.length, " T ", shape.transform_length,
+           " ", dtype_name(shape.dtype), chirp_z ? " chirp-z" : "");
+      // An f32 FFT's error grows like log T times the unit roundoff, relative to the spectrum's scale.
+      CHECK(test::relative_max_error(results[1], results[0]) < 2e-5);
     }
-    INFO("heads ", shape.num_heads, " head_dim ", shape.head_dim, " length ", shape.length, " T ", shape.transform_length,
-         " ", dtype_name(shape.dtype));
-    // An f32 FFT's error grows like log T times the unit roundoff, relative to the spectrum's scale.
+  CHECK(test::validation_messages() == 0);
+}
+
+TEST_CASE("segment_spectrum's chirp-z route equals the CPU reference at FAEDKV's segment lengths") {
+  Backend* gpu = test::vulkan_backend();
+  REQUIRE(gpu != nullptr);
+  // The smallest segments (1 through a plan of 2 points; 2 by the plan's transform alone), primes whose
+  // padded length is nearly four times theirs (97 -> 256, 4099 -> 16384), an odd composite, a
+  // power of two and its neighbours (4095 -> 8192, just under twice).
+  for (const uint32_t length : {1u, 2u, 3u, 97u, 1009u, 1155u, 4095u, 4096u, 4097u, 4099u}) {
+    const uint32_t bins = std::min(length, 24u);
+    ops::SegmentSpectrumShape shape{2, 16, length + 7, 3, length, length, 0, bins, Dtype::F32, 1.0f / float(length)};
+    shape.chirp_z = true;
+    const std::vector<std::vector<float>> results = both_spectra(*gpu, shape);
+    INFO("M ", length, " padded to ", vk::chirp_padded_length(length));
+    // As above: the chirp-z transform is three f32 FFTs of P <= 4 M points, log P roundoffs each.
     CHECK(test::relative_max_error(results[1], results[0]) < 2e-5);
   }
   CHECK(test::validation_messages() == 0);
+}
+
+TEST_CASE("chirp-z transforms of two lengths with one padded length share their plans") {
+  Backend* gpu = test::vulkan_backend();
+  REQUIRE(gpu != nullptr);
+  vk::FftPlans& plans = gpu->fft_plans();
+  const auto transform = [&](uint32_t length) {
+    ops::SegmentSpectrumShape shape{1, 8, length, 0, length, length, 0, 1, Dtype::F32};
+    shape.chirp_z = true;
+    return both_spectra(*gpu, shape);
+  };
+  transform(1009);  // padded to 2048
+  gpu->begin();
+  gpu->submit();  // a safe point: what nobody keeps goes, but power-of-two plans stay
+  const uint64_t made = plans.plans_made();
+  CHECK(plans.chirp_filters_held() == 0);
+  const std::vector<std::vector<float>> results = transform(1000);  // padded to 2048 too
+  CHECK(plans.plans_made() == made);
+  CHECK(test::relative_max_error(results[1], results[0]) < 2e-5);
+  transform(1025);  // padded to 4096: a plan of its own
+  CHECK(plans.plans_made() == made + 1);
 }
 
 TEST_CASE("VkFFT plans are made once per shape and dropped when nobody keeps them") {
@@ -65,6 +118,14 @@ TEST_CASE("VkFFT plans are made once per shape and dropped when nobody keeps the
   gpu->begin();
   gpu->submit();
   CHECK(gpu->fft_plans().plans_held() == before);
+  // A power-of-two plan nobody keeps stays, the newest within the budget (chirp-z transforms
+  // share them): asked for again, it is not made again.
+  gpu->fft_plans().get({64, 3});
+  gpu->begin();
+  gpu->submit();
+  const uint64_t made = gpu->fft_plans().plans_made();
+  gpu->fft_plans().get({64, 3});
+  CHECK(gpu->fft_plans().plans_made() == made);
 }
 
 TEST_CASE("a VkFFT plan of a long prime length leaves no Vulkan object behind") {

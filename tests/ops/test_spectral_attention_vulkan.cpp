@@ -1,5 +1,5 @@
-// Spectral attention on Vulkan (bin products, inverse FFT, softmax, forward FFT, value sum)
-// against the CPU's materialized segment, over odd and non-power-of-two segments, GQA,
+// Spectral attention on Vulkan (bin products, inverse DFT, softmax, forward DFT, value sum)
+// against the CPU's materialized segment, over odd, prime, power-of-two and tiny segments, GQA,
 // chunks of queries and held slots in ring order.
 #include <doctest/doctest.h>
 
@@ -19,10 +19,17 @@ TEST_CASE("spectral_attention on Vulkan equals the CPU reference") {
     Dtype dtype;
   };
   // The fourth segment spans three of the softmax's 4096-logit chunks, the last one partial;
-  // three query heads leave the last of the transforms' pairs of heads half empty.
+  // three query heads leave the last of the transforms' pairs of heads half empty. The rest are
+  // lengths whose chirp-z transforms (ops/chirp_z_vulkan.h) are edge cases: 1 and 2 (a plan of
+  // 2 points, with and without the chirp), 3, primes padded to nearly 4 M (97, 4099), 1009, a
+  // power of two (the plan's transform alone) and its neighbours (4095: P just above 2 M; 4097).
   for (const Case& c : {Case{4, 2, 8, 1, 7, 37, 5, Dtype::F32}, Case{8, 2, 64, 3, 60, 1021, 130, Dtype::F16},
                         Case{2, 1, 128, 1, 11, 500, 251, Dtype::F32}, Case{6, 2, 16, 2, 9, 9001, 40, Dtype::F32},
-                        Case{3, 1, 24, 2, 5, 301, 19, Dtype::F16}}) {
+                        Case{3, 1, 24, 2, 5, 301, 19, Dtype::F16}, Case{4, 2, 8, 1, 3, 1, 1, Dtype::F32},
+                        Case{4, 2, 8, 2, 3, 2, 2, Dtype::F32}, Case{3, 1, 8, 1, 3, 3, 2, Dtype::F32},
+                        Case{4, 1, 16, 1, 5, 97, 20, Dtype::F32}, Case{8, 2, 32, 1, 9, 1009, 100, Dtype::F16},
+                        Case{4, 2, 16, 1, 7, 4095, 64, Dtype::F32}, Case{4, 2, 16, 1, 7, 4096, 64, Dtype::F32},
+                        Case{2, 2, 16, 1, 7, 4097, 64, Dtype::F32}, Case{5, 1, 16, 1, 7, 4099, 300, Dtype::F32}}) {
     // Distinct bins <= M/2 (the third case keeps every one).
     std::vector<uint32_t> all(c.segment_length / 2 + 1);
     std::iota(all.begin(), all.end(), 0u);

@@ -3,8 +3,10 @@
 // attention outputs and the same cache as kvc_cache_read rebuilds it, in f32 and f16.
 #include <doctest/doctest.h>
 
+#include "api/handles.h"
 #include "support/api_helpers.h"
 #include "support/test_support.h"
+#include "vulkan/fft.h"
 
 namespace kvc {
 
@@ -24,7 +26,7 @@ TEST_CASE("FAEDKV cache: Vulkan and CPU agree over the prompt and decode steps")
     desc.policy = KVC_POLICY_FAEDKV;
     desc.policy_params = &params;
     test::CachePtr gpu_cache = test::make_cache(gpu.get(), desc), cpu_cache = test::make_cache(cpu.get(), desc);
-    // A prompt of 161 tokens (segment M = 148 = 4 * 37: VkFFT's Bluestein route), then decode.
+    // A prompt of 161 tokens (segment M = 148: chirp-z transforms over plans of 512 points), then decode.
     const uint32_t steps[] = {100, 61, 0, 1, 1, 4, 1, 9, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1};
     for (uint32_t n : steps) {
       if (n == 0) {
@@ -32,7 +34,7 @@ TEST_CASE("FAEDKV cache: Vulkan and CPU agree over the prompt and decode steps")
         REQUIRE(kvc_cache_end_prefill(cpu_cache.get()) == KVC_OK);
         continue;
       }
-      // f32: the segment's logits and value sum go through f32 FFTs of length M on the GPU and
+      // f32: the segment's logits and value sum go through f32 DFTs of length M on the GPU and
       // a direct sum in double on the CPU (~1e-6 of the scale), the states through f32 folds
       // with f32 trig. f16: outputs and the rebuilt segment are rounded to f16 on both sides
       // and may land an ulp (2^-11) apart.
@@ -49,6 +51,38 @@ TEST_CASE("FAEDKV cache: Vulkan and CPU agree over the prompt and decode steps")
     REQUIRE(kvc_context_info_get(gpu.get(), &info) == KVC_OK);
     CHECK(info.validation_messages == 0);
   }
+}
+
+TEST_CASE("FAEDKV: a prompt of a new length whose padded length was seen plans no transform") {
+  test::ContextPtr gpu = test::make_context(KVC_BACKEND_VULKAN);
+  REQUIRE(gpu);
+  kvc_cache_desc desc = test::small_cache_desc(KVC_DTYPE_F32, 200);
+  desc.rope_style = KVC_ROPE_NONE;
+  kvc_faedkv_params params = kvc_faedkv_params_default();
+  params.sinks = 4;
+  params.recent_window = 9;
+  params.chunks = 10;
+  desc.policy = KVC_POLICY_FAEDKV;
+  desc.policy_params = &params;
+  test::CachePtr cache = test::make_cache(gpu.get(), desc);
+  const vk::FftPlans& plans = gpu->backend->fft_plans();
+  // Prompts of 161 and 181 tokens: segments of 148 and 168, both padded to 512 points; each is
+  // transformed, then decodes one token (its spectral attention, its fold).
+  uint64_t plans_after_first = 0;
+  for (const uint32_t prompt : {161u, 181u}) {
+    REQUIRE(kvc_cache_reset(cache.get()) == KVC_OK);
+    const test::StepInputs inputs = test::random_step_inputs(desc, prompt), token = test::random_step_inputs(desc, 1);
+    std::vector<unsigned char> out(token.q.size());
+    for (uint32_t layer = 0; layer < desc.num_layers; ++layer)
+      REQUIRE(kvc_cache_append(cache.get(), layer, prompt, desc.dtype, inputs.k.data(), inputs.v.data()) == KVC_OK);
+    REQUIRE(kvc_cache_end_prefill(cache.get()) == KVC_OK);
+    for (uint32_t layer = 0; layer < desc.num_layers; ++layer) {
+      REQUIRE(kvc_cache_append(cache.get(), layer, 1, desc.dtype, token.k.data(), token.v.data()) == KVC_OK);
+      REQUIRE(kvc_attend(cache.get(), layer, 1, desc.dtype, token.q.data(), out.data(), nullptr) == KVC_OK);
+    }
+    if (prompt == 161) plans_after_first = plans.plans_made();
+  }
+  CHECK(plans.plans_made() == plans_after_first);
 }
 
 }  // namespace kvc

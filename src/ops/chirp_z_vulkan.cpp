@@ -1,0 +1,36 @@
+#include "ops/chirp_z_vulkan.h"
+
+#include <algorithm>
+
+#include "ops/vulkan_args.h"
+
+namespace kvc::ops {
+namespace {
+
+constexpr uint32_t kWorkgroupSize = 256;
+constexpr uint32_t kMaxGroups = 65535;  // the least maxComputeWorkGroupCount[0]; the shader loops past it
+
+struct FilterPush {
+  uint32_t padded_length, sequences;
+};
+
+}  // namespace
+
+ChirpTransform chirp_transform(Backend& backend, uint32_t length, uint32_t batch) {
+  ChirpTransform transform;
+  transform.filter = backend.fft_plans().keep_chirp(length, batch);
+  transform.plan = backend.fft_plans().keep({transform.filter->padded_length(), batch});
+  return transform;
+}
+
+void record_chirp_dft(vk::Recorder& recorder, const ChirpTransform& transform) {
+  vk::FftPlan& plan = *transform.plan;
+  plan.record(recorder, false);
+  if (transform.filter->direct()) return;
+  const FilterPush push{transform.filter->padded_length(), plan.shape().batch};
+  recorder.dispatch({"chirp_filter", 2, sizeof(FilterPush), {kWorkgroupSize}}, {plan.data(), transform.filter->filter()}, &push,
+                    std::min(group_count_unbounded(push.padded_length, kWorkgroupSize), kMaxGroups));
+  plan.record(recorder, true);
+}
+
+}  // namespace kvc::ops
