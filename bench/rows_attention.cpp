@@ -6,6 +6,8 @@
 // context's matrix path (the report's header).
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <string>
 #include <vector>
 
 #include "bench_rows.h"
@@ -69,14 +71,21 @@ Row time_attention(Backend& backend, const Timing& timing, const ops::AttentionS
 }
 
 // One point of the sweep: `allocations` sets of buffers, each kept while the next is made (so
-// each lands somewhere new), each timed alone.
+// each lands somewhere new), each timed alone, twice in a row: a slow first timing and a fast
+// second tells a state the GPU left (clocks after the host's input preparation) from a slow
+// allocation. Both times of each allocation go to stderr; the row takes the second.
 Row time_allocations(Backend& backend, const Timing& timing, const ops::AttentionShape& shape, int allocations) {
   std::vector<AttentionBuffers> kept;
   std::vector<double> times;
+  std::string both;
   for (int i = 0; i < allocations; ++i) {
     kept.push_back(allocate(backend, shape));
+    const double first = time_buffers(backend, timing, shape, kept.back());
     times.push_back(time_buffers(backend, timing, shape, kept.back()));
+    both += " " + std::to_string(int(first)) + "/" + std::to_string(int(times.back()));
   }
+  std::fprintf(stderr, "kvc-bench: decode_sweep %s %s: first/second us per allocation:%s\n", shape_text(shape).c_str(),
+               dtype_name(shape.dtype), both.c_str());
   std::sort(times.begin(), times.end());
   Row row;
   row.name = "decode_sweep";
