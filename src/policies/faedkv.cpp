@@ -212,14 +212,15 @@ void FaedKvPolicy::end_prefill(Cache& cache) {
     });
   }
   Backend& backend = cache.backend();
+  // The transforms are planned before anything changes (a length VkFFT refuses fails the call
+  // cleanly): the prompt's, and the queries' (each layer keeps that one: none is made on the
+  // decode path). The handles hold the plans until the call ends, whatever the plan cache trims.
+  std::vector<std::shared_ptr<void>> planned;
   if (!backend.is_cpu()) {
-    // The transforms are planned before anything changes (a length VkFFT refuses fails the
-    // call cleanly): the prompt's, and the queries' (each layer keeps that one: none is made
-    // on the decode path).
     for (uint32_t layer = 0; layer < config_.num_layers; ++layer) {
       const uint32_t segment = cache.layer(layer).slots_held - sinks_ - recent_window_;
-      ops::segment_spectrum_keep(backend, prompt_transform(config_, cache.layer(layer), sinks_, recent_window_, 1));
-      ops::spectral_attention_keep(backend, segment, config_.num_q_heads);  // the queries', in the op's own shape
+      planned.push_back(ops::segment_spectrum_keep(backend, prompt_transform(config_, cache.layer(layer), sinks_, recent_window_, 1)));
+      planned.push_back(ops::spectral_attention_keep(backend, segment, config_.num_q_heads));  // the queries', in the op's own shape
     }
   }
   if (sinks_ > 0 && !sink_indices_) {
