@@ -16,9 +16,9 @@
 // does, since both place element (r, c) alike. The factors are skipped when no row's maximum
 // moved. Tiles past a subgroup's last visible slot are skipped; the causal test runs only on
 // tiles that cross its diagonal.
-// With RoPE, keys are either read pre-rotated (KEYS_F32: f32 rows the rope op wrote once per
-// call; the host's default) or rotated as they are staged (ROPE_STYLE != 0: a cos/sin pair per
-// key element per workgroup, estimated at about the tile's matrix work; KVC_COOPMAT_ROPE=load
+// With RoPE, keys are either read pre-rotated (f16 rows the rope op wrote once per call, at
+// key_slot_stride; the host's default) or rotated as they are staged (ROPE_STYLE != 0: a
+// cos/sin pair per key element per workgroup, which measured slower; KVC_COOPMAT_ROPE=load
 // selects it so that the two can be measured against each other).
 // Queries arrive rotated and scaled by 1/sqrt(head_dim) (q_rot, shared with attention_scores);
 // the scale is taken back out before rounding to f16, so an unrotated f16 query stays exact,
@@ -35,16 +35,14 @@
 
 layout(local_size_x_id = 0) in;  // SUBGROUPS x SUBGROUP_SIZE threads
 layout(constant_id = 1) const uint HEAD_DIM = 128;   // a multiple of 16, <= 128
-layout(constant_id = 2) const bool KEYS_F32 = false;  // keys are the rope op's f32 rows, else the cache's f16
-layout(constant_id = 3) const uint ROPE_STYLE = 0;    // rotate f16 keys as they are staged (rope.glsl)
-layout(constant_id = 4) const uint ROTARY_DIMS = 0;
+layout(constant_id = 2) const uint ROPE_STYLE = 0;  // rotate keys as they are staged (rope.glsl)
+layout(constant_id = 3) const uint ROTARY_DIMS = 0;
 
 #include "elements.glsl"
 #include "rope.glsl"
 
 layout(binding = 0) readonly buffer Query { vec4 q_rot[]; };  // [num_queries][num_q_heads][HEAD_DIM / 4], scaled
 layout(binding = 1) readonly buffer Keys { uvec4 k_halves[]; };  // f16: [kv][key_slot_stride][HEAD_DIM / 8]
-layout(binding = 1) readonly buffer KeysF32 { vec4 k_floats[]; };  // f32: [kv][key_slot_stride][HEAD_DIM / 4]
 layout(binding = 1) readonly buffer KeyWords { uint k_words[]; };   // the f16 keys as key_chunk reads them
 layout(binding = 2) readonly buffer Values { uvec4 v_halves[]; };  // f16: [kv][slot_stride][HEAD_DIM / 8]
 layout(binding = 3) writeonly buffer Out { uvec4 out_halves[]; };  // f16: [num_queries][num_q_heads][HEAD_DIM / 8]
@@ -115,7 +113,6 @@ uvec4 key_item(uint kv_head, uint tile, uint keys_end, uint item) {
   const uint slot = tile + item / ROW_OCTETS, octet = item % ROW_OCTETS;
   if (slot >= keys_end) return uvec4(0u);
   const uint row = kv_head * push.key_slot_stride + slot;
-  if (KEYS_F32) return pack_halves(k_floats[row * (HEAD_DIM / 4) + 2u * octet], k_floats[row * (HEAD_DIM / 4) + 2u * octet + 1u]);
   if (ROPE_STYLE != 0) {
     const uint position = uint(positions[kv_head * push.slot_stride + slot]);
     return pack_halves(key_chunk(row * HEAD_DIM, 8u * octet, position), key_chunk(row * HEAD_DIM, 8u * octet + 4u, position));

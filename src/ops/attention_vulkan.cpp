@@ -82,41 +82,50 @@ bool rope_on_load() {
   return setting && std::strcmp(setting, "load") == 0;
 }
 
-// Causal chunk attention on cooperative matrices. With RoPE the keys are rotated once into
-// f32 scratch by the rope op (one dispatch per kv head): rotating in the kernel costs a cos/sin
-// pair per key element per workgroup, estimated at about its matrix work (not yet measured).
+// Slots per kv head of the keys the rope op rotates once per call for the cooperative-matrix
+// prefill: num_slots rounded up so that every head's rows start where a binding may begin.
+uint32_t rotated_key_stride(const vk::Device& device, const AttentionShape& shape) {
+  const uint64_t alignment = device.properties().limits.minStorageBufferOffsetAlignment;
+  const uint64_t row_bytes = uint64_t(shape.head_dim) * sizeof(uint16_t);
+  uint32_t stride = shape.num_slots;
+  while ((stride * row_bytes) % alignment != 0) ++stride;  // alignment is a power of two <= 256
+  return stride;
+}
+
+uint64_t rotated_key_bytes(const vk::Device& device, const AttentionShape& shape) {
+  return size_product({shape.num_kv_heads, rotated_key_stride(device, shape), shape.head_dim, sizeof(uint16_t)});
+}
+
+// Causal chunk attention on cooperative matrices. With RoPE the keys are rotated once into f16
+// scratch by the rope op (one dispatch per kv head; the kernel rounds keys to f16 either way):
+// rotating as the kernel stages them costs a cos/sin pair per key element per workgroup and
+// measured slower (docs/benchmarks.md).
 void prefill_on_cooperative_matrices(Backend& backend, const AttentionShape& shape, const AttentionArgs& args,
                                      const RopeBindings& rope, Tensor& q_rot, Tensor& lse) {
   const uint32_t dim = shape.head_dim;
   const uint32_t subgroups = coopmat_subgroups(backend.device(), dim);
   const bool rotate_on_load = rope.style != 0 && rope_on_load();
-  const bool keys_f32 = rope.style != 0 && !rotate_on_load;
   View keys = args.k;
   uint32_t key_slot_stride = shape.slot_stride;
-  if (keys_f32) {
-    const uint64_t key_bytes = size_product({shape.num_kv_heads, shape.num_slots, dim, sizeof(float)});
-    require_within(key_bytes, backend.tensor_limit(), "", [&] {
-      return "rotated keys (" + std::to_string(shape.num_kv_heads) + " kv heads x " + std::to_string(shape.num_slots) +
-             " slots x " + std::to_string(dim) + " dims x 4 bytes)";
-    });
-    Tensor& rotated = backend.scratch(ScratchId::AttentionKeys, key_bytes);
-    const RopeShape rope_shape{shape.num_slots, 1, dim, shape.dtype, shape.rope, 1.0f};
+  if (rope.style != 0 && !rotate_on_load) {
+    key_slot_stride = rotated_key_stride(backend.device(), shape);
+    const size_t head_bytes = size_t(key_slot_stride) * dim * sizeof(uint16_t);
+    Tensor& rotated = backend.scratch(ScratchId::AttentionKeys, rotated_key_bytes(backend.device(), shape));
+    const RopeShape rope_shape{shape.num_slots, 1, dim, shape.dtype, shape.rope, 1.0f, Dtype::F16};
     for (uint32_t kv_head = 0; kv_head < shape.num_kv_heads; ++kv_head) {
       const size_t first = size_t(kv_head) * shape.slot_stride;
       rope_vulkan(backend, rope_shape,
                   {View{args.k.tensor, args.k.offset + first * dim * dtype_size(shape.dtype)},
                    View{args.positions.tensor, args.positions.offset + first * sizeof(int32_t)}, args.turn_table,
-                   View{&rotated, size_t(kv_head) * shape.num_slots * dim * sizeof(float)}});
+                   View{&rotated, kv_head * head_bytes}});
     }
     keys = view(rotated);
-    key_slot_stride = shape.num_slots;
   }
   const uint32_t group = shape.num_q_heads / shape.num_kv_heads;
   const CoopmatPush push{shape.num_slots, key_slot_stride, shape.slot_stride, shape.num_queries, group, shape.num_q_heads};
   backend.recorder().dispatch(
       {"attention_prefill_coopmat", 7, sizeof(CoopmatPush),
-       {subgroups * vk::kCooperativeSubgroupSize, dim, keys_f32, rotate_on_load ? rope.style : 0u,
-        rotate_on_load ? rope.rotary_dims : 0u}},
+       {subgroups * vk::kCooperativeSubgroupSize, dim, rotate_on_load ? rope.style : 0u, rotate_on_load ? rope.rotary_dims : 0u}},
       {slice(view(q_rot)), slice(keys), slice(args.v), slice(args.out), slice(view(lse)), rope.positions, rope.turns}, &push,
       group_count(uint64_t(shape.num_queries) * group, subgroups * kCoopmatRows), shape.num_kv_heads);
 }
@@ -129,9 +138,12 @@ bool attention_on_cooperative_matrices(Backend& backend, const AttentionShape& s
     return false;
   const vk::Device& device = backend.device();
   if (device.matrix_path() != vk::MatrixPath::Cooperative || coopmat_subgroups(device, shape.head_dim) == 0) return false;
-  // With RoPE each kv head's keys bind at their own offset, which must meet the device's alignment.
+  if (rope_style_constant(shape.rope) == 0) return true;
+  // With RoPE the rope op reads each kv head's keys at their own offset, which must meet the
+  // device's alignment, and writes them rotated to scratch, which one binding must cover.
   const uint64_t head_bytes = uint64_t(shape.slot_stride) * shape.head_dim * dtype_size(shape.dtype);
-  return rope_style_constant(shape.rope) == 0 || head_bytes % device.properties().limits.minStorageBufferOffsetAlignment == 0;
+  return head_bytes % device.properties().limits.minStorageBufferOffsetAlignment == 0 &&
+         rotated_key_bytes(device, shape) <= backend.tensor_limit().bytes;
 }
 
 void attention_vulkan(Backend& backend, const AttentionShape& shape, const AttentionArgs& args) {

@@ -17,6 +17,12 @@ struct FilterPush {
 }  // namespace
 
 ChirpTransform chirp_transform(Backend& backend, uint32_t length, uint32_t batch) {
+  // The plan's buffer holds every sequence's padded transform, and the kernels bind it whole.
+  const uint32_t padded = vk::chirp_padded_length(length);
+  require_within(size_product({batch, padded, 8}), backend.tensor_limit(), "shorten the segment", [&] {
+    return "the work buffer of " + std::to_string(batch) + " " + std::to_string(length) + "-point transforms (" +
+           std::to_string(padded) + " padded points x 8 bytes each)";
+  });
   ChirpTransform transform;
   transform.filter = backend.fft_plans().keep_chirp(length, batch);
   transform.plan = backend.fft_plans().keep({transform.filter->padded_length(), batch});

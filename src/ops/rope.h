@@ -53,9 +53,12 @@ struct RopeShape {
   Dtype dtype = Dtype::F32;  // of the input
   RopeParams rope;
   float out_scale = 1.0f;    // folded into the output (attention passes 1/sqrt(head_dim))
+  // Of the output: F32 for queries; F16 for keys that a cooperative-matrix kernel reads
+  // pre-rotated (it rounds them to f16 anyway, so f32 would only double the scratch).
+  Dtype out_dtype = Dtype::F32;
 };
 
-// out (f32 [num_tokens][num_heads][head_dim]) = out_scale * RoPE(in, positions[token]).
+// out ([num_tokens][num_heads][head_dim] in out_dtype) = out_scale * RoPE(in, positions[token]).
 // `in` is [num_tokens][num_heads][head_dim] in shape.dtype; positions are int32 [num_tokens].
 // turn_table holds rope_turn_table(shape.rope) (Vulkan only; the CPU computes its own).
 struct RopeArgs {

@@ -40,7 +40,7 @@ void rope_cpu(const RopeShape& shape, const RopeArgs& args) {
   const std::vector<double> inv_freq = shape.rope.enabled() ? rope_inverse_frequencies(shape.rope) : std::vector<double>();
   const size_t row_elements = shape.head_dim;
   const int32_t* positions = shape.rope.enabled() ? args.positions.host<int32_t>() : nullptr;
-  float* out = args.out.host<float>();
+  void* out = args.out.host<void>();
   const void* in = args.in.host<void>();
   std::vector<float> row(row_elements);
   for (uint32_t token = 0; token < shape.num_tokens; ++token) {
@@ -48,7 +48,7 @@ void rope_cpu(const RopeShape& shape, const RopeArgs& args) {
       const size_t base = (size_t(token) * shape.num_heads + head) * row_elements;
       for (size_t d = 0; d < row_elements; ++d) row[d] = load_element(in, shape.dtype, base + d);
       if (shape.rope.enabled()) rope_rotate_row(shape.rope, inv_freq, row.data(), positions[token]);
-      for (size_t d = 0; d < row_elements; ++d) out[base + d] = row[d] * shape.out_scale;
+      for (size_t d = 0; d < row_elements; ++d) store_element(out, shape.out_dtype, base + d, row[d] * shape.out_scale);
     }
   }
 }

@@ -19,13 +19,15 @@ void rope_vulkan(Backend& backend, const RopeShape& shape, const RopeArgs& args)
   const uint32_t rotary_dims = shape.rope.enabled() ? shape.rope.rotary_dims : 0;
   const vk::KernelSpec spec{"rope", 4, sizeof(RopePush),
                             {kWorkgroupSize, shape.head_dim, shape.dtype == Dtype::F16,
-                             rope_style_constant(shape.rope), rotary_dims}};
+                             rope_style_constant(shape.rope), rotary_dims, shape.out_dtype == Dtype::F16}};
   // Positions bind from the tensor's start (a descriptor offset must be aligned); the push
   // constant says where token 0's position is.
   const View positions = args.positions ? View{args.positions.tensor, 0} : args.out;
   const RopePush push{shape.num_tokens * shape.num_heads, shape.num_heads, shape.out_scale,
                       static_cast<uint32_t>(args.positions.offset / sizeof(int32_t))};
-  const uint64_t items = uint64_t(push.num_rows) * (rotary_dims / 2 + shape.head_dim - rotary_dims);
+  // As the shader's kItemsPerRow.
+  const uint64_t items_per_row = shape.out_dtype == Dtype::F16 ? shape.head_dim / 4 : rotary_dims / 2 + shape.head_dim - rotary_dims;
+  const uint64_t items = uint64_t(push.num_rows) * items_per_row;
   backend.recorder().dispatch(spec, {slice(args.in), slice(positions), slice_or(args.turn_table, args.out), slice(args.out)},
                     &push, std::min<uint32_t>(group_count_unbounded(items, kWorkgroupSize), 65535u));
 }

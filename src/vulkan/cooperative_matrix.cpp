@@ -44,7 +44,8 @@ CooperativeMatrixSetup::CooperativeMatrixSetup(VkInstance instance, uint32_t ins
     return;
   }
   path_ = MatrixPath::Cooperative;
-  detail_ = "VK_KHR_cooperative_matrix: 16x16x16 f16 x f16 -> f32";
+  detail_ = std::string("VK_KHR_cooperative_matrix: 16x16x16 f16 x f16 -> f32") +
+            (requires_subgroup_size_ ? ", subgroups required 32 wide" : "");
 }
 
 std::string CooperativeMatrixSetup::probe(VkInstance instance, uint32_t instance_api, VkPhysicalDevice physical_device,
@@ -61,7 +62,7 @@ std::string CooperativeMatrixSetup::probe(VkInstance instance, uint32_t instance
     return "the device does not offer VK_KHR_cooperative_matrix";
 
   cooperative_.pNext = &vulkan12_;
-  vulkan12_.pNext = &vulkan11_;
+  vulkan12_.pNext = &vulkan13_;
   VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   features.pNext = &cooperative_;
   vkGetPhysicalDeviceFeatures2(physical_device, &features);
@@ -69,35 +70,46 @@ std::string CooperativeMatrixSetup::probe(VkInstance instance, uint32_t instance
     return "the device lacks cooperativeMatrix, shaderFloat16 or vulkanMemoryModel";
 
   VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  VkPhysicalDeviceVulkan13Properties sizes{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_PROPERTIES};
+  subgroup.pNext = &sizes;
   VkPhysicalDeviceProperties2 properties2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
   properties2.pNext = &subgroup;
   vkGetPhysicalDeviceProperties2(physical_device, &properties2);
   const VkSubgroupFeatureFlags operations =
       VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_VOTE_BIT | VK_SUBGROUP_FEATURE_SHUFFLE_BIT;
-  if (subgroup.subgroupSize != kCooperativeSubgroupSize || !(subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) ||
-      (subgroup.supportedOperations & operations) != operations)
-    return "the kernels want 32-wide subgroups with basic, vote and shuffle operations (the device's are " +
-           std::to_string(subgroup.subgroupSize) + " wide)";
+  if (!(subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) || (subgroup.supportedOperations & operations) != operations)
+    return "the device's compute subgroups lack basic, vote or shuffle operations";
+  // The kernels give a lane pair to each of a matrix's 16 rows: their subgroups must be 32
+  // wide, which a device whose size varies per pipeline (Intel 8..32, AMD 32 or 64) guarantees
+  // only when the pipeline requires it (Vulkan 1.3's subgroup size control).
+  const bool always_32 = sizes.minSubgroupSize == kCooperativeSubgroupSize && sizes.maxSubgroupSize == kCooperativeSubgroupSize;
+  const bool can_require_32 = vulkan13_.subgroupSizeControl && vulkan13_.computeFullSubgroups &&
+                              (sizes.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                              sizes.minSubgroupSize <= kCooperativeSubgroupSize && kCooperativeSubgroupSize <= sizes.maxSubgroupSize;
+  if (!always_32 && !can_require_32)
+    return "the kernels want 32-wide subgroups; the device's are " + std::to_string(sizes.minSubgroupSize) + ".." +
+           std::to_string(sizes.maxSubgroupSize) + " wide, without a way to require 32";
   if (!lists_shape(instance, physical_device))
     return "the device lists no 16x16x16 f16 x f16 -> f32 subgroup shape";
 
-  // Enable exactly what the kernels use; 16-bit storage where the device has it.
-  const VkBool32 storage16 = vulkan11_.storageBuffer16BitAccess;
+  // Enable exactly what the kernels use.
+  requires_subgroup_size_ = !always_32;
   cooperative_ = khr::CooperativeMatrixFeatures{};
   cooperative_.cooperativeMatrix = VK_TRUE;
   vulkan12_ = VkPhysicalDeviceVulkan12Features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
   vulkan12_.shaderFloat16 = VK_TRUE;
   vulkan12_.vulkanMemoryModel = VK_TRUE;
-  vulkan11_ = VkPhysicalDeviceVulkan11Features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
-  vulkan11_.storageBuffer16BitAccess = storage16;
+  vulkan13_ = VkPhysicalDeviceVulkan13Features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES};
+  vulkan13_.subgroupSizeControl = requires_subgroup_size_;
+  vulkan13_.computeFullSubgroups = requires_subgroup_size_;
   return "";
 }
 
 void CooperativeMatrixSetup::enable(VkDeviceCreateInfo& info) {
   if (path_ != MatrixPath::Cooperative) return;
   cooperative_.pNext = &vulkan12_;
-  vulkan12_.pNext = &vulkan11_;
-  vulkan11_.pNext = nullptr;
+  vulkan12_.pNext = &vulkan13_;
+  vulkan13_.pNext = nullptr;
   info.pNext = &cooperative_;
   info.enabledExtensionCount = 1;
   info.ppEnabledExtensionNames = &extension_;

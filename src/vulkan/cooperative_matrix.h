@@ -16,7 +16,8 @@ enum class MatrixPath : uint32_t { Simt = 0, Cooperative = 1 };
 // The matrix shape every *_coopmat shader uses: M = N = K = 16, f16 x f16 -> f32, subgroup
 // scope (listed by NVIDIA from Volta on, AMD RDNA3 and Intel Arc).
 constexpr uint32_t kCooperativeMatrixSize = 16;
-// The shaders give a lane pair to each of a matrix's 16 rows.
+// The shaders give a lane pair to each of a matrix's 16 rows: their pipelines run 32-wide
+// subgroups, full ones, which devices whose size varies are told to (requires_subgroup_size).
 constexpr uint32_t kCooperativeSubgroupSize = 32;
 
 // The extension's structs and entry point, as the Vulkan registry defines them.
@@ -57,6 +58,9 @@ class CooperativeMatrixSetup {
   MatrixPath path() const { return path_; }
   // The shape taken, or why the SIMT kernels run.
   const std::string& detail() const { return detail_; }
+  // Whether the cooperative-matrix pipelines must require kCooperativeSubgroupSize and full
+  // subgroups (a device whose subgroup size varies per pipeline), or get them anyway.
+  bool requires_subgroup_size() const { return requires_subgroup_size_; }
 
   // Adds the extension and its features to `info` (whose pNext must be empty); a no-op on SIMT.
   void enable(VkDeviceCreateInfo& info);
@@ -67,10 +71,11 @@ class CooperativeMatrixSetup {
 
   MatrixPath path_ = MatrixPath::Simt;
   std::string detail_;
+  bool requires_subgroup_size_ = false;
   const char* extension_ = khr::kCooperativeMatrixExtension;
   khr::CooperativeMatrixFeatures cooperative_{};
   VkPhysicalDeviceVulkan12Features vulkan12_{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
-  VkPhysicalDeviceVulkan11Features vulkan11_{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+  VkPhysicalDeviceVulkan13Features vulkan13_{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES};
 };
 
 }  // namespace kvc::vk

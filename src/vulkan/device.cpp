@@ -169,11 +169,13 @@ std::unique_ptr<Device> Device::create(const DeviceOptions& options) {
   coopmat.enable(device_info);
   self->matrix_path_ = coopmat.path();
   self->matrix_path_detail_ = coopmat.detail();
+  self->requires_cooperative_subgroup_size_ = coopmat.requires_subgroup_size();
   VkResult created = vkCreateDevice(self->physical_device_, &device_info, nullptr, &self->device_);
   if (created != VK_SUCCESS && self->matrix_path_ == MatrixPath::Cooperative) {
     // A driver that lists the extension but refuses it still runs the SIMT kernels.
     self->matrix_path_ = MatrixPath::Simt;
     self->matrix_path_detail_ = std::string("SIMT: vkCreateDevice refused VK_KHR_cooperative_matrix (") + result_name(created) + ")";
+    self->requires_cooperative_subgroup_size_ = false;
     device_info.pNext = nullptr;
     device_info.enabledExtensionCount = 0;
     device_info.ppEnabledExtensionNames = nullptr;

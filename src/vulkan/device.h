@@ -57,6 +57,8 @@ class Device {
   // application's device (wrap) takes SIMT: which features it enabled is not known.
   MatrixPath matrix_path() const { return matrix_path_; }
   const std::string& matrix_path_detail() const { return matrix_path_detail_; }
+  // Whether pipelines of cooperative-matrix shaders must require 32-wide full subgroups.
+  bool requires_cooperative_subgroup_size() const { return requires_cooperative_subgroup_size_; }
   double timestamp_period_ns() const { return properties_.limits.timestampPeriod; }
 
   // A memory type index with all of `required` flags among `type_bits`, preferring one that
@@ -94,6 +96,7 @@ class Device {
   uint32_t timestamp_valid_bits_ = 0;
   MatrixPath matrix_path_ = MatrixPath::Simt;
   std::string matrix_path_detail_;
+  bool requires_cooperative_subgroup_size_ = false;
   std::unique_ptr<PipelineCache> pipelines_;
   std::unique_ptr<Staging> staging_;
   std::atomic<uint32_t> validation_messages_{0};

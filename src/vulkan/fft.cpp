@@ -171,6 +171,23 @@ struct OneTimeCommands {
   OneTimeCommands(const OneTimeCommands&) = delete;
   OneTimeCommands& operator=(const OneTimeCommands&) = delete;
 
+  // Ends the recording, submits it and waits for it. A failed wait returns only once the queue
+  // is idle (or lost): the destructor and the caller's unwinding free what the work uses.
+  void submit_and_wait(VkQueue queue, VkFence fence) {
+    check(vkEndCommandBuffer(commands), "vkEndCommandBuffer");
+    check(vkResetFences(device, 1, &fence), "vkResetFences");
+    VkSubmitInfo submit{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    submit.commandBufferCount = 1;
+    submit.pCommandBuffers = &commands;
+    VkResult result = faults::injected(faults::Op::QueueSubmit);
+    if (result == VK_SUCCESS) result = vkQueueSubmit(queue, 1, &submit, fence);
+    check(result, "vkQueueSubmit");
+    result = faults::injected(faults::Op::WaitForFences);
+    if (result == VK_SUCCESS) result = vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX);
+    if (result != VK_SUCCESS) vkQueueWaitIdle(queue);
+    check(result, "vkWaitForFences");
+  }
+
   void barrier(VkPipelineStageFlags src_stages, VkAccessFlags src_access, VkPipelineStageFlags dst_stages, VkAccessFlags dst_access) {
     VkMemoryBarrier memory{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
     memory.srcAccessMask = src_access;
@@ -240,17 +257,7 @@ ChirpFilter::ChirpFilter(Device& device, uint32_t length, FftPlan& plan)
   // What later submissions read of the tables, or write of plan.data(), waits for this.
   once.barrier(VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT,
                VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT);
-  check(vkEndCommandBuffer(once.commands), "vkEndCommandBuffer");
-  check(vkResetFences(impl.device, 1, &impl.fence), "vkResetFences");
-  VkSubmitInfo submit{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-  submit.commandBufferCount = 1;
-  submit.pCommandBuffers = &once.commands;
-  VkResult result = faults::injected(faults::Op::QueueSubmit);
-  if (result == VK_SUCCESS) result = vkQueueSubmit(impl.queue, 1, &submit, impl.fence);
-  check(result, "vkQueueSubmit");
-  result = faults::injected(faults::Op::WaitForFences);
-  if (result == VK_SUCCESS) result = vkWaitForFences(impl.device, 1, &impl.fence, VK_TRUE, UINT64_MAX);
-  check(result, "vkWaitForFences");
+  once.submit_and_wait(impl.queue, impl.fence);
   if (profiling_enabled())
     std::fprintf(stderr, "kvc profile: chirp filter of %u points (P = %u) in %.1f ms (host)\n", length_, padded_length_,
                  std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());

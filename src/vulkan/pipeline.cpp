@@ -54,6 +54,17 @@ Pipeline::Pipeline(Device& device, VkPipelineCache cache, const KernelSpec& spec
   info.stage.module = module;
   info.stage.pName = "main";
   info.stage.pSpecializationInfo = &specialization;
+  // Cooperative-matrix shaders (named *_coopmat) are written for 32-wide full subgroups.
+  VkPipelineShaderStageRequiredSubgroupSizeCreateInfo subgroup_size{
+      VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO};
+  subgroup_size.requiredSubgroupSize = kCooperativeSubgroupSize;
+  const std::string coopmat_suffix = "_coopmat";
+  const bool coopmat = spec.shader.size() > coopmat_suffix.size() &&
+                       spec.shader.compare(spec.shader.size() - coopmat_suffix.size(), coopmat_suffix.size(), coopmat_suffix) == 0;
+  if (coopmat && device.requires_cooperative_subgroup_size()) {
+    info.stage.pNext = &subgroup_size;
+    info.stage.flags = VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT;
+  }
   info.layout = layout_;
   VkResult result = faults::injected(faults::Op::CreatePipeline);
   if (result == VK_SUCCESS) result = vkCreateComputePipelines(vk_device, cache, 1, &info, nullptr, &pipeline_);
