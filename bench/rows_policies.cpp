@@ -1,7 +1,9 @@
 // kvc-bench rows for the policies' own steps, in the shapes their issues fix: FreqKV's
 // compression of a full window, the observation-window selection at the end of a prefill, and
 // a decode step with eviction (attention with scores + score update + eviction) against
-// decode attention alone at the same cache size.
+// decode attention alone at the same cache size. The selection rows' window logits run on the
+// context's matrix path (the report's header: cooperative matrices for these f16, d = 128
+// shapes where the device has them), as the prefill rows do.
 #include <string>
 
 #include "bench_rows.h"

@@ -1,6 +1,7 @@
 // Vulkan window scores: queries rotated and scaled once (rope op); logits of every
-// (query head, window query, prefix slot) and per-tile softmax partials from one
-// register-blocked pass over the keys (window_logits); the partials and the window's own
+// (query head, window query, prefix slot) and per-tile softmax partials from one pass over the
+// keys (window_logits_coopmat on cooperative matrices where the context's path allows and the
+// shape qualifies, else the register-blocked f32 SIMT window_logits); the partials and the window's own
 // causal logits merged into each row's max and 1 / sum (window_softmax); for hits, each row's
 // rank-K boundary (window_hit_threshold); then one pass over the logits sums the
 // probabilities per kv head and counts the hits (window_sum).
@@ -9,6 +10,7 @@
 
 #include "ops/rotated_reads_vulkan.h"
 #include "ops/window_scores.h"
+#include "vulkan/device.h"
 
 namespace kvc::ops {
 namespace {
@@ -16,6 +18,16 @@ namespace {
 constexpr uint32_t kLogitsWorkgroup = 256;  // window_logits' 16 x 16 threads: 128 rows x 128 slots a tile
 constexpr uint32_t kLogitsRowTile = 128;
 constexpr uint32_t kLogitsSlotTile = 128;
+// window_logits_coopmat: the same row and slot tiles, 8 subgroups of 32 lanes with 16 rows
+// each. Its shared memory is the larger of the key tile ([slot][head_dim / 8 + 1] 16-byte
+// items) and the subgroups' scratches (16 rows x (32 slots / 4 + 1) items each): 34 KiB at
+// head_dim 128, within the 48 KiB NVIDIA's Vulkan driver offers.
+constexpr uint32_t kCoopmatSubgroups = 8;
+constexpr uint32_t kCoopmatRows = 16;        // rows per subgroup (the matrix size)
+constexpr uint32_t kCoopmatChunkSlots = 32;  // the shader's CHUNK_SLOTS: logits leave 32 slots at a time
+constexpr uint32_t kCoopmatMaxHeadDim = 128;
+constexpr uint32_t kCoopmatScratchItems = kCoopmatRows * (kCoopmatChunkSlots / 4 + 1);
+static_assert(kCoopmatSubgroups * kCoopmatRows == kLogitsRowTile, "both logits kernels take the same row tiles");
 constexpr uint32_t kSoftmaxWorkgroup = 64;  // merges num_prefix / 128 tiles: 256 at the 32K prefix
 constexpr uint32_t kThresholdWorkgroup = 256;  // also the radix histogram's bins
 constexpr uint32_t kSumWorkgroup = 256;
@@ -24,7 +36,21 @@ struct WindowPush {
   uint32_t num_prefix, slot_stride, window, group_size, num_q_heads, num_tiles;
 };
 
+uint32_t coopmat_shared_bytes(uint32_t head_dim) {
+  return 16 * std::max(kLogitsSlotTile * (head_dim / 8 + 1), kCoopmatSubgroups * kCoopmatScratchItems);
+}
+
 }  // namespace
+
+bool window_logits_on_cooperative_matrices(Backend& backend, const WindowScoresShape& shape) {
+  if (backend.is_cpu() || shape.dtype != Dtype::F16 || shape.head_dim % kCoopmatRows != 0 || shape.head_dim > kCoopmatMaxHeadDim)
+    return false;
+  const vk::Device& device = backend.device();
+  const VkPhysicalDeviceLimits& limits = device.properties().limits;
+  const uint32_t threads = kCoopmatSubgroups * vk::kCooperativeSubgroupSize;
+  return device.matrix_path() == vk::MatrixPath::Cooperative && coopmat_shared_bytes(shape.head_dim) <= limits.maxComputeSharedMemorySize &&
+         threads <= limits.maxComputeWorkGroupInvocations && threads <= limits.maxComputeWorkGroupSize[0];
+}
 
 void window_scores_vulkan(Backend& backend, const WindowScoresShape& shape, const WindowScoresArgs& args) {
   vk::Recorder& recorder = backend.recorder();
@@ -58,9 +84,13 @@ void window_scores_vulkan(Backend& backend, const WindowScoresShape& shape, cons
     all.insert(all.end(), key_constants.begin(), key_constants.end());
     return all;
   };
-  recorder.dispatch({"window_logits", 6, sizeof(WindowPush), constants(kLogitsWorkgroup)},
-                    {slice(view(q_rot)), slice(args.k), positions, turns, slice(logits), slice(view(partials))}, &push, num_tiles,
-                    shape.num_kv_heads, group_count(uint64_t(group) * shape.window, kLogitsRowTile));
+  const bool cooperative = window_logits_on_cooperative_matrices(backend, shape);
+  const vk::KernelSpec logits_kernel =
+      cooperative ? vk::KernelSpec{"window_logits_coopmat", 6, sizeof(WindowPush),
+                                   {kCoopmatSubgroups * vk::kCooperativeSubgroupSize, dim, rope_style, rotary_dims}}
+                  : vk::KernelSpec{"window_logits", 6, sizeof(WindowPush), constants(kLogitsWorkgroup)};
+  recorder.dispatch(logits_kernel, {slice(view(q_rot)), slice(args.k), positions, turns, slice(logits), slice(view(partials))}, &push,
+                    num_tiles, shape.num_kv_heads, group_count(uint64_t(group) * shape.window, kLogitsRowTile));
   recorder.dispatch({"window_softmax", 6, sizeof(WindowPush), constants(kSoftmaxWorkgroup)},
                     {slice(view(q_rot)), slice(args.k), positions, turns, slice(view(partials)), slice(view(row_stats))}, &push,
                     group_count(rows, 1));

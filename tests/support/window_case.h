@@ -40,17 +40,17 @@ struct WindowCase {
     return problem;
   }
 
-  // The smallest gap, over every (query head, window query) row, between the logits ranked
-  // hit_k and hit_k + 1 among the prefix slots (in double, keys and queries rotated as the
-  // reference rotates them); rows whose query is all zero (exact ties on every backend) are
-  // skipped. Where it is below the f32 rounding of a logit, GPU and CPU may keep different slots.
-  double smallest_rank_gap() const {
+  // Calls visit(kv_head, logits, magnitudes) for every (query head, window query) row whose
+  // query is not all zero (exact ties on every backend): the row's logits over the prefix slots
+  // and, per slot, sum_d |q_d k_d|, in double, scaled by 1/sqrt(head_dim), with keys and queries
+  // rotated as the reference rotates them.
+  template <class Visit>
+  void for_each_row(Visit visit) const {
     const uint32_t dim = shape.head_dim, prefix = shape.num_prefix(), group = shape.num_q_heads / shape.num_kv_heads;
-    if (shape.hit_k == 0 || shape.hit_k >= prefix) return INFINITY;
     const std::vector<double> inv_freq = shape.rope.enabled() ? ops::rope_inverse_frequencies(shape.rope) : std::vector<double>();
-    double smallest = INFINITY;
+    const double scale = 1.0 / std::sqrt(double(dim));
     std::vector<float> keys(size_t(prefix) * dim), query(dim);
-    std::vector<double> logits(prefix);
+    std::vector<double> logits(prefix), magnitudes(prefix);
     for (uint32_t kv_head = 0; kv_head < shape.num_kv_heads; ++kv_head) {
       const size_t base = size_t(kv_head) * shape.slot_stride;
       for (uint32_t slot = 0; slot < prefix; ++slot) {
@@ -64,17 +64,63 @@ struct WindowCase {
           if (std::all_of(query.begin(), query.end(), [](float x) { return x == 0.0f; })) continue;
           if (shape.rope.enabled()) ops::rope_rotate_row(shape.rope, inv_freq, query.data(), positions[prefix + j]);
           for (uint32_t slot = 0; slot < prefix; ++slot) {
-            double dot = 0.0;
-            for (uint32_t d = 0; d < dim; ++d) dot += double(query[d]) * keys[size_t(slot) * dim + d];
-            logits[slot] = dot;
+            double dot = 0.0, magnitude = 0.0;
+            for (uint32_t d = 0; d < dim; ++d) {
+              const double term = double(query[d]) * keys[size_t(slot) * dim + d];
+              dot += term;
+              magnitude += std::fabs(term);
+            }
+            logits[slot] = dot * scale;
+            magnitudes[slot] = magnitude * scale;
           }
-          std::nth_element(logits.begin(), logits.begin() + shape.hit_k, logits.end(), std::greater<double>());
-          const double below = logits[shape.hit_k];
-          const double above = *std::min_element(logits.begin(), logits.begin() + shape.hit_k);
-          smallest = std::min(smallest, above - below);
+          visit(kv_head, logits, magnitudes);
         }
     }
-    return smallest / std::sqrt(double(dim));  // the logits' 1/sqrt(head_dim) scale
+  }
+
+  // The smallest gap, over every row, between the logits ranked hit_k and hit_k + 1 among the
+  // prefix slots. Where it is below the f32 rounding of a logit, GPU and CPU may keep different
+  // slots.
+  double smallest_rank_gap() const {
+    if (shape.hit_k == 0 || shape.hit_k >= shape.num_prefix()) return INFINITY;
+    double smallest = INFINITY;
+    for_each_row([&](uint32_t, std::vector<double>& logits, const std::vector<double>&) {
+      std::nth_element(logits.begin(), logits.begin() + shape.hit_k, logits.end(), std::greater<double>());
+      const double below = logits[shape.hit_k];
+      const double above = *std::min_element(logits.begin(), logits.begin() + shape.hit_k);
+      smallest = std::min(smallest, above - below);
+    });
+    return smallest;
+  }
+
+  // Per [kv][prefix] slot, the rows in which the slot's place in the top hit_k is uncertain when
+  // every logit may be off by up to relative_error x its sum_d |q_d k_d| (the slot's interval
+  // reaches across the row's rank-K boundary: a kept slot's lower end at or below the highest
+  // upper end of the dropped ones, or the reverse). A backend within that error counts each
+  // slot's hits within this many of the exact counts.
+  std::vector<uint32_t> uncertain_hits(double relative_error) const {
+    const uint32_t prefix = shape.num_prefix();
+    std::vector<uint32_t> uncertain(size_t(shape.num_kv_heads) * prefix, 0);
+    if (shape.hit_k == 0 || shape.hit_k >= prefix) return uncertain;
+    std::vector<uint32_t> order(prefix);
+    for_each_row([&](uint32_t kv_head, const std::vector<double>& logits, const std::vector<double>& magnitudes) {
+      for (uint32_t slot = 0; slot < prefix; ++slot) order[slot] = slot;
+      std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return logits[a] > logits[b]; });
+      double kept_lowest = INFINITY, dropped_highest = -INFINITY;
+      for (uint32_t rank = 0; rank < prefix; ++rank) {
+        const uint32_t slot = order[rank];
+        const double error = relative_error * magnitudes[slot];
+        if (rank < shape.hit_k) kept_lowest = std::min(kept_lowest, logits[slot] - error);
+        else dropped_highest = std::max(dropped_highest, logits[slot] + error);
+      }
+      for (uint32_t rank = 0; rank < prefix; ++rank) {
+        const uint32_t slot = order[rank];
+        const double error = relative_error * magnitudes[slot];
+        const bool crosses = rank < shape.hit_k ? logits[slot] - error <= dropped_highest : logits[slot] + error >= kept_lowest;
+        if (crosses) ++uncertain[size_t(kv_head) * prefix + slot];
+      }
+    });
+    return uncertain;
   }
 
   WindowResult run(Backend& backend) const {

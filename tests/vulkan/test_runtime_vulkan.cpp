@@ -59,10 +59,12 @@ TEST_CASE("the build embeds the cooperative-matrix shaders when CI says it insta
   // .ci/run sets KVC_REQUIRE_COOPMAT_SHADERS=1 after scripts/install-deps.sh: a build that
   // silently fell back to Debian's glslang 12 would compile none of them.
   const char* required = std::getenv("KVC_REQUIRE_COOPMAT_SHADERS");
-  const bool embedded = vk::has_embedded_shader("attention_prefill_coopmat");
-  const std::string state = embedded ? "embedded" : "not embedded (built without glslang >= 13)";
-  MESSAGE("cooperative-matrix shaders ", state);
-  if (required && std::strcmp(required, "0") != 0) CHECK(embedded);
+  for (const char* shader : {"attention_prefill_coopmat", "window_logits_coopmat"}) {
+    const bool embedded = vk::has_embedded_shader(shader);
+    const std::string state = std::string(shader) + (embedded ? " embedded" : " not embedded (built without glslang >= 13)");
+    MESSAGE(state);
+    if (required && std::strcmp(required, "0") != 0) CHECK(embedded);
+  }
 }
 
 TEST_CASE("a context over the application's own Vulkan device runs attention") {
