@@ -10,7 +10,7 @@ namespace {
 
 // Threads per kv head (one workgroup each, so that a pass over the slots needs no global
 // synchronisation): about kSlotsPerThread slots each keeps every pass a few loads deep on a
-// large cache and a small cache cheap; a power of two (tree reduction) the device allows.
+// large cache and a small cache cheap; a power of two the device allows.
 constexpr uint32_t kMinWorkgroup = 64, kMaxWorkgroup = 1024, kSlotsPerThread = 4;
 
 uint32_t workgroup_size(const vk::Device& device, uint32_t slots) {
