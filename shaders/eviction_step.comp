@@ -17,6 +17,9 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint HEAD_DIM = 128;
 layout(constant_id = 2) const bool KV_F16 = false;
 layout(constant_id = 3) const uint RULE = 0;  // ops::EvictionRule
+// Scores binds attention's decode logits [num_q_heads][slots_held] and Lse their log-sum-exps:
+// the probabilities are formed here, as decode_scores would (same expression, same order).
+layout(constant_id = 4) const bool SCORES_FROM_LOGITS = false;
 
 const uint RULE_OLDEST = 0, RULE_ACCUMULATED = 1, RULE_CURRENT_QUERY = 2, RULE_TREE = 3, RULE_TREE_LEFT = 4;
 const bool KEEPS_SUMS = RULE != RULE_OLDEST;
@@ -27,9 +30,10 @@ const uint NONE = 0xFFFFFFFFu;
 layout(binding = 0) coherent buffer Keys { uint k_words[]; };
 layout(binding = 1) coherent buffer Values { uint v_words[]; };
 layout(binding = 2) coherent buffer Positions { int positions[]; };  // ranks
-layout(binding = 3) readonly buffer Scores { float scores[]; };      // [num_kv_heads][slots_held]
+layout(binding = 3) readonly buffer Scores { float scores[]; };      // [num_kv_heads][slots_held], or logits
 layout(binding = 4) coherent buffer Sums { float sums[]; };
 layout(binding = 5) coherent buffer Counts { uint counts[]; };
+layout(binding = 6) readonly buffer Lse { float lse[]; };            // [num_q_heads], with logits
 
 layout(push_constant) uniform Push {
   uint slots_held;
@@ -42,6 +46,7 @@ layout(push_constant) uniform Push {
   uint tree_span;
   uint tree_first;
   uint num_kv_heads;
+  uint group_size;  // query heads per kv head, with logits
 } push;
 
 const uint WG = gl_WorkGroupSize.x;
@@ -187,6 +192,17 @@ void evict_rank(uint base, uint held, uint victim, uint freed) {
   }
 }
 
+// The step's score of (kv head, slot): given, or the kv head's query heads' probabilities.
+float step_score(uint kv_head, uint slot, uint held) {
+  if (!SCORES_FROM_LOGITS) return scores[kv_head * held + slot];
+  float total = 0.0;
+  for (uint g = 0; g < push.group_size; ++g) {
+    const uint head = kv_head * push.group_size + g;
+    total += exp(scores[head * held + slot] - lse[head]);
+  }
+  return total;
+}
+
 void main() {
   const uint kv_head = gl_WorkGroupID.x, t = gl_LocalInvocationID.x;
   const uint base = kv_head * push.slot_stride;
@@ -204,9 +220,9 @@ void main() {
       float sum;
       if (RULE == RULE_CURRENT_QUERY) {
         sum = 0.0;
-        for (uint h = 0; h < push.num_kv_heads; ++h) sum += scores[h * held + slot];
+        for (uint h = 0; h < push.num_kv_heads; ++h) sum += step_score(h, slot, held);
       } else {
-        sum = (fresh ? 0.0 : sums[base + slot]) + scores[kv_head * held + slot];
+        sum = (fresh ? 0.0 : sums[base + slot]) + step_score(kv_head, slot, held);
       }
       sums[base + slot] = sum;
       // Queries are the newest num_queries ranks; each sees the ranks up to its own.
