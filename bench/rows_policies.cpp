@@ -144,7 +144,9 @@ void add_eviction_rows(Backend& backend, const Timing& timing, const RowOptions&
     auto positions = make_ranks(backend, slots);
     auto q = make_random(backend, size_t(kQHeads) * kHeadDim * 2, dtype);
     auto out = std::make_unique<Tensor>(backend, size_t(kQHeads) * kHeadDim * 2);
-    auto scores = std::make_unique<Tensor>(backend, size_t(kKvHeads) * slots * 4);
+    // As the cache records a decode step: attention writes the logits and lse, the step forms the scores.
+    auto logits = std::make_unique<Tensor>(backend, size_t(kQHeads) * slots * 4);
+    auto lse = std::make_unique<Tensor>(backend, size_t(kQHeads) * 4);
     auto sums = std::make_unique<Tensor>(backend, size_t(kKvHeads) * slots * 4);
     auto counts = std::make_unique<Tensor>(backend, size_t(kKvHeads) * slots * 4);
     ops::RopeParams rope{KVC_ROPE_NEOX, kHeadDim, 10000.0};
@@ -164,6 +166,7 @@ void add_eviction_rows(Backend& backend, const Timing& timing, const RowOptions&
       ops::EvictionShape eviction;
       eviction.rule = variant.rule;
       eviction.num_kv_heads = kKvHeads;
+      eviction.num_q_heads = kQHeads;
       eviction.head_dim = kHeadDim;
       eviction.slot_stride = slots;
       eviction.dtype = dtype;
@@ -180,12 +183,14 @@ void add_eviction_rows(Backend& backend, const Timing& timing, const RowOptions&
       row.dtype = "f16";
       row.median_us = median_us(backend, timing, [&] {
         for (uint32_t layer = 0; layer < layers; ++layer) {
+          const View step_logits = with_scores ? view(*logits) : View{}, step_lse = with_scores ? view(*lse) : View{};
           ops::attention(backend, attention,
-                         {view(*q), view(*k), view(*v), view(*positions), view(*turn_table), view(*out),
-                          with_scores ? view(*scores) : View{}});
+                         {view(*q), view(*k), view(*v), view(*positions), view(*turn_table), view(*out), View{},
+                          step_logits, step_lse});
           if (variant.evicts)
             ops::eviction_step(backend, eviction,
-                               {view(*k), view(*v), view(*positions), view(*scores), view(*sums), view(*counts)});
+                               {view(*k), view(*v), view(*positions), View{}, step_logits, step_lse, view(*sums),
+                                view(*counts)});
         }
       });
       row.bytes = double(layers) * (2.0 * kKvHeads * slots * kHeadDim * 2 + 2.0 * kQHeads * kHeadDim * 2);

@@ -2,13 +2,24 @@
 // One decode-time eviction step (see src/ops/eviction_step.h): one workgroup per kv head
 // updates its slots' scores, then for each eviction picks the victim rank by RULE, lowers the
 // ranks above it and moves the last physical slot's token into the freed slot. Every pass is
-// a strided loop over the slots followed by a barrier, so any cache size fits one workgroup.
+// a strided loop over the slots (thread t always takes slots t, t + WG, ...), so any cache
+// size fits one workgroup. The step is latency-bound (one workgroup per kv head, a few
+// microseconds per layer on the H100, docs/benchmarks.md): what it saves is barriers. The
+// victim's physical slot is found with the victim (the lowest-score reduction carries it, the
+// score pass records the tree scope's), so lowering the ranks and moving the last slot's token
+// share one pass; only STREAMING (and a later eviction of a chunk's TreeLeft) still looks the
+// slot up first.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint HEAD_DIM = 128;
 layout(constant_id = 2) const bool KV_F16 = false;
 layout(constant_id = 3) const uint RULE = 0;  // ops::EvictionRule
+// Scores binds attention's decode logits [num_q_heads][slots_held] and Lse their log-sum-exps:
+// the probabilities are formed here, as decode_scores would (same expression, same order).
+layout(constant_id = 4) const bool SCORES_FROM_LOGITS = false;
 
 const uint RULE_OLDEST = 0, RULE_ACCUMULATED = 1, RULE_CURRENT_QUERY = 2, RULE_TREE = 3, RULE_TREE_LEFT = 4;
 const bool KEEPS_SUMS = RULE != RULE_OLDEST;
@@ -19,9 +30,10 @@ const uint NONE = 0xFFFFFFFFu;
 layout(binding = 0) coherent buffer Keys { uint k_words[]; };
 layout(binding = 1) coherent buffer Values { uint v_words[]; };
 layout(binding = 2) coherent buffer Positions { int positions[]; };  // ranks
-layout(binding = 3) readonly buffer Scores { float scores[]; };      // [num_kv_heads][slots_held]
+layout(binding = 3) readonly buffer Scores { float scores[]; };      // [num_kv_heads][slots_held], or logits
 layout(binding = 4) coherent buffer Sums { float sums[]; };
 layout(binding = 5) coherent buffer Counts { uint counts[]; };
+layout(binding = 6) readonly buffer Lse { float lse[]; };            // [num_q_heads], with logits
 
 layout(push_constant) uniform Push {
   uint slots_held;
@@ -34,24 +46,24 @@ layout(push_constant) uniform Push {
   uint tree_span;
   uint tree_first;
   uint num_kv_heads;
+  uint group_size;  // query heads per kv head, with logits
 } push;
 
 const uint WG = gl_WorkGroupSize.x;
 const uint ROW_WORDS = KV_F16 ? HEAD_DIM / 2 : HEAD_DIM;
 
-shared float best_score_s[WG];
-shared uint best_rank_s[WG];
-shared uint slot_of_s[2];  // physical slots of the ranks looked up
+// Per subgroup, its lowest candidate (a subgroup may have a single lane: WG entries).
+shared float lowest_score_s[WG];
+shared uint lowest_rank_s[WG];
+shared uint lowest_slot_s[WG];
+// The tree scope's ranks left and left + 1: their physical slots, S and C (copied, so that the
+// choice reads no buffer entry the eviction that follows may overwrite).
+shared uint slot_of_s[2];
+shared float scope_sum_s[2];
+shared uint scope_count_s[2];
 
 void sync() {
   memoryBarrierBuffer();
-  memoryBarrierShared();
-  barrier();
-}
-
-// The reduction's rounds only exchange shared memory: no buffer barrier (a device-wide fence
-// on every round of ten, at 1024 threads).
-void sync_shared() {
   memoryBarrierShared();
   barrier();
 }
@@ -61,84 +73,134 @@ bool before(float score_a, uint rank_a, float score_b, uint rank_b) {
   return rank_a != NONE && (rank_b == NONE || score_a < score_b || (score_a == score_b && rank_a < rank_b));
 }
 
-// Records in slot_of_s the physical slots of ranks `left` and `left + 1`, if `slot` holds one.
-void note_scope_slot(uint slot, uint rank, uint left) {
-  if (rank == left || rank == left + 1) slot_of_s[rank - left] = slot;
+bool in_scope(uint rank, uint left) { return rank == left || rank == left + 1; }
+
+// Records a scope rank's entry: its slot, S and C.
+void note_scope_slot(uint slot, uint rank, uint left, float sum, uint count) {
+  slot_of_s[rank - left] = slot;
+  scope_sum_s[rank - left] = sum;
+  scope_count_s[rank - left] = count;
 }
 
-// Folds one candidate into a thread's running lowest (score, rank).
-void note_candidate(float score, uint rank, uint first, uint end, inout float best, inout uint best_rank) {
-  if (rank >= first && rank < end && before(score, rank, best, best_rank)) best = score, best_rank = rank;
+// A thread's running lowest candidate: (score, rank) and the slot holding it.
+struct Lowest {
+  float score;
+  uint rank;
+  uint slot;
+};
+
+// A thread without a candidate: score +inf (glslang folds no bit cast into a constant).
+Lowest no_candidate() { return Lowest(uintBitsToFloat(0x7F800000u), NONE, NONE); }
+
+void note_candidate(float score, uint rank, uint slot, uint first, uint end, inout Lowest lowest) {
+  if (rank >= first && rank < end && before(score, rank, lowest.score, lowest.rank)) lowest = Lowest(score, rank, slot);
 }
 
-// The workgroup's lowest (score, rank) of the threads' candidates.
-uint reduce_lowest(float best, uint best_rank) {
-  const uint t = gl_LocalInvocationID.x;
-  best_score_s[t] = best;
-  best_rank_s[t] = best_rank;
-  sync_shared();
-  for (uint stride = WG / 2; stride > 0; stride /= 2) {
-    if (t < stride && before(best_score_s[t + stride], best_rank_s[t + stride], best_score_s[t], best_rank_s[t])) {
-      best_score_s[t] = best_score_s[t + stride];
-      best_rank_s[t] = best_rank_s[t + stride];
-    }
-    sync_shared();
+// The subgroup's lowest (score, rank), in every lane: ranks are distinct, so the lowest score
+// and then the lowest rank among the lanes that hold it are the order's minimum.
+Lowest subgroup_lowest(Lowest lowest) {
+  const float score = subgroupMin(lowest.score);
+  const uint rank = subgroupMin(lowest.score == score ? lowest.rank : NONE);
+  return Lowest(score, rank, subgroupMin(lowest.rank == rank ? lowest.slot : NONE));
+}
+
+// The workgroup's lowest candidate, in every thread: subgroups, then one barrier, then every
+// subgroup folds the subgroups' results itself (no second barrier to broadcast one). The
+// barrier also orders the score pass's writes before the eviction's (which overwrites the
+// freed slot's S); the shared entries are rewritten by the next call, after the eviction's.
+Lowest reduce_lowest(Lowest lowest) {
+  lowest = subgroup_lowest(lowest);
+  if (subgroupElect()) {
+    lowest_score_s[gl_SubgroupID] = lowest.score;
+    lowest_rank_s[gl_SubgroupID] = lowest.rank;
+    lowest_slot_s[gl_SubgroupID] = lowest.slot;
   }
-  const uint result = best_rank_s[0];
-  sync_shared();  // slot 0 is rewritten by the next reduction
-  return result;
+  sync();
+  Lowest folded = no_candidate();
+  for (uint i = gl_SubgroupInvocationID; i < gl_NumSubgroups; i += gl_SubgroupSize)
+    if (before(lowest_score_s[i], lowest_rank_s[i], folded.score, folded.rank))
+      folded = Lowest(lowest_score_s[i], lowest_rank_s[i], lowest_slot_s[i]);
+  return subgroup_lowest(folded);
 }
 
-// The victim of eviction `eviction`. The first eviction's candidates (lowest S, or the
-// scope's slots) were gathered by the score-update pass; later ones scan the slots again.
-uint choose_victim(uint base, uint held, uint eviction, float best, uint best_rank) {
+// The victim of eviction `eviction` (x: its rank) and its physical slot (y; NONE where not
+// yet known). The first eviction's candidates (lowest S, or the scope's slots) were gathered
+// by the score-update pass; later ones scan the slots again.
+uvec2 choose_victim(uint base, uint held, uint eviction, Lowest lowest) {
   const uint first = push.sinks, end = held - push.recent_window;  // evictable ranks [first, end)
-  if (RULE == RULE_OLDEST) return first;
+  if (RULE == RULE_OLDEST) return uvec2(first, NONE);
   const uint t = gl_LocalInvocationID.x;
   if (RULE == RULE_ACCUMULATED || RULE == RULE_CURRENT_QUERY) {
     if (eviction > 0) {
-      best_rank = NONE;
-      for (uint slot = t; slot < held; slot += WG) note_candidate(sums[base + slot], uint(positions[base + slot]), first, end, best, best_rank);
+      lowest = no_candidate();
+      for (uint slot = t; slot < held; slot += WG) note_candidate(sums[base + slot], uint(positions[base + slot]), slot, first, end, lowest);
     }
-    return reduce_lowest(best, best_rank);
+    lowest = reduce_lowest(lowest);
+    return uvec2(lowest.rank, lowest.slot);
   }
   const uint left = first + (push.tree_first + eviction) % push.tree_span;
-  if (RULE == RULE_TREE_LEFT) return left;
-  if (eviction > 0)
-    for (uint slot = t; slot < held; slot += WG) note_scope_slot(slot, uint(positions[base + slot]), left);
-  sync();
-  const uint a = base + slot_of_s[0], b = base + slot_of_s[1];
+  if (RULE == RULE_TREE_LEFT) return uvec2(left, eviction == 0 ? slot_of_s[0] : NONE);
+  if (eviction > 0) {
+    for (uint slot = t; slot < held; slot += WG) {
+      const uint rank = uint(positions[base + slot]);
+      if (in_scope(rank, left)) note_scope_slot(slot, rank, left, sums[base + slot], counts[base + slot]);
+    }
+    sync();
+  }
   // S_a / C_a > S_b / C_b without a division (C > 0): products are correctly rounded on every
   // Vulkan device, division is not, and the CPU reference compares the same products.
-  precise const float left_side = sums[a] * float(counts[b]);
-  precise const float right_side = sums[b] * float(counts[a]);
-  const uint victim = left_side > right_side ? left + 1 : left;
-  sync();  // slot_of_s is rewritten by the removal
-  return victim;
+  precise const float left_side = scope_sum_s[0] * float(scope_count_s[1]);
+  precise const float right_side = scope_sum_s[1] * float(scope_count_s[0]);
+  return left_side > right_side ? uvec2(left + 1, slot_of_s[1]) : uvec2(left, slot_of_s[0]);
 }
 
-void evict_rank(uint base, uint held, uint victim) {
-  const uint t = gl_LocalInvocationID.x;
+// Evicts rank `victim`: lowers the ranks above it and moves the last slot's token (rank, S,
+// C, K and V rows) into the freed slot. With the freed slot known, both in one pass: the
+// last slot's thread writes its lowered rank to the freed slot, no thread touches the freed
+// slot's own entry; else a pass finds it, then a barrier, then the move.
+void evict_rank(uint base, uint held, uint victim, uint freed) {
+  const uint t = gl_LocalInvocationID.x, last = held - 1;
+  const bool located = freed != NONE;
   for (uint slot = t; slot < held; slot += WG) {
+    if (slot == freed) continue;
     const int rank = positions[base + slot];
-    if (uint(rank) == victim) slot_of_s[0] = slot;
-    if (uint(rank) > victim) positions[base + slot] = rank - 1;
+    const int lowered = uint(rank) > victim ? rank - 1 : rank;
+    if (!located && uint(rank) == victim) slot_of_s[0] = slot;
+    if (located && slot == last) {
+      positions[base + freed] = lowered;
+      if (KEEPS_SUMS) sums[base + freed] = sums[base + last];
+      if (KEEPS_COUNTS) counts[base + freed] = counts[base + last];
+    } else if (lowered != rank) {
+      positions[base + slot] = lowered;
+    }
   }
-  sync();
-  const uint freed = slot_of_s[0], last = held - 1;
+  if (!located) {
+    sync();
+    freed = slot_of_s[0];
+    if (t == 0 && freed != last) {
+      positions[base + freed] = positions[base + last];
+      if (KEEPS_SUMS) sums[base + freed] = sums[base + last];
+      if (KEEPS_COUNTS) counts[base + freed] = counts[base + last];
+    }
+  }
   if (freed != last) {
     const uint to_row = (base + freed) * ROW_WORDS, from_row = (base + last) * ROW_WORDS;
     for (uint w = t; w < ROW_WORDS; w += WG) {
       k_words[to_row + w] = k_words[from_row + w];
       v_words[to_row + w] = v_words[from_row + w];
     }
-    if (t == 0) {
-      positions[base + freed] = positions[base + last];
-      if (KEEPS_SUMS) sums[base + freed] = sums[base + last];
-      if (KEEPS_COUNTS) counts[base + freed] = counts[base + last];
-    }
   }
-  sync();
+}
+
+// The step's score of (kv head, slot): given, or the kv head's query heads' probabilities.
+float step_score(uint kv_head, uint slot, uint held) {
+  if (!SCORES_FROM_LOGITS) return scores[kv_head * held + slot];
+  float total = 0.0;
+  for (uint g = 0; g < push.group_size; ++g) {
+    const uint head = kv_head * push.group_size + g;
+    total += exp(scores[head * held + slot] - lse[head]);
+  }
+  return total;
 }
 
 void main() {
@@ -149,8 +211,7 @@ void main() {
   const bool evicting = push.evictions > 0;
   const uint first = push.sinks, end = evicting ? held - push.recent_window : 0u;
   const uint left = KEEPS_COUNTS && evicting ? first + push.tree_first % push.tree_span : 0u;
-  float best = 0.0;
-  uint best_rank = NONE;
+  Lowest lowest = no_candidate();
   if (KEEPS_SUMS) {
     const uint first_query = held - push.num_queries;
     for (uint slot = t; slot < held; slot += WG) {
@@ -159,23 +220,28 @@ void main() {
       float sum;
       if (RULE == RULE_CURRENT_QUERY) {
         sum = 0.0;
-        for (uint h = 0; h < push.num_kv_heads; ++h) sum += scores[h * held + slot];
+        for (uint h = 0; h < push.num_kv_heads; ++h) sum += step_score(h, slot, held);
       } else {
-        sum = (fresh ? 0.0 : sums[base + slot]) + scores[kv_head * held + slot];
+        sum = (fresh ? 0.0 : sums[base + slot]) + step_score(kv_head, slot, held);
       }
       sums[base + slot] = sum;
       // Queries are the newest num_queries ranks; each sees the ranks up to its own.
       if (KEEPS_COUNTS) {
-        counts[base + slot] = (fresh ? 0u : counts[base + slot]) + held - max(rank, first_query);
-        if (evicting) note_scope_slot(slot, rank, left);
+        const uint count = (fresh ? 0u : counts[base + slot]) + held - max(rank, first_query);
+        counts[base + slot] = count;
+        if (evicting && in_scope(rank, left)) note_scope_slot(slot, rank, left, sum, count);
       } else {
-        note_candidate(sum, rank, first, end, best, best_rank);
+        note_candidate(sum, rank, slot, first, end, lowest);
       }
     }
-    sync();
+    // The tree's choice reads the scope's entries other threads noted; the lowest-score rules
+    // read only their own slots' until the reduction's barrier.
+    if (KEEPS_COUNTS && evicting) sync();
   }
   for (uint eviction = 0; eviction < push.evictions; ++eviction) {
-    const uint held_now = held - eviction;
-    evict_rank(base, held_now, choose_victim(base, held_now, eviction, best, best_rank));
+    // Each eviction reads what the previous one moved, by any thread.
+    if (eviction > 0) sync();
+    const uvec2 victim = choose_victim(base, held - eviction, eviction, lowest);
+    evict_rank(base, held - eviction, victim.x, victim.y);
   }
 }

@@ -51,7 +51,8 @@ void Cache::allocate_storage(LayerState& layer, uint32_t slot_stride) {
 Cache::~Cache() { backend_.withdraw(*this); }
 
 void Cache::save() {
-  saved_ = std::make_unique<SavedState>(SavedState{layers_, policy_->clone(), compressions_, query_input_, attend_output_, attend_scores_});
+  saved_ = std::make_unique<SavedState>(SavedState{layers_, policy_->clone(), compressions_, query_input_, attend_output_, attend_scores_,
+                                                        attend_logits_, attend_lse_});
 }
 
 void Cache::restore() {
@@ -61,6 +62,8 @@ void Cache::restore() {
   query_input_ = std::move(saved_->query_input);
   attend_output_ = std::move(saved_->attend_output);
   attend_scores_ = std::move(saved_->attend_scores);
+  attend_logits_ = std::move(saved_->attend_logits);
+  attend_lse_ = std::move(saved_->attend_lse);
   saved_.reset();
 }
 
@@ -198,7 +201,7 @@ void Cache::attend_host(uint32_t layer_index, uint32_t n_queries, const void* q,
   Tensor& out_dev = ensure(attend_output_, backend_, q_bytes);
   backend_.upload(q, q_bytes, q_dev, 0);
   const View scores_dev = scores ? view(ensure(attend_scores_, backend_, score_bytes)) : View{};
-  const View policy_scores = record_attention(layer_index, n_queries, view(q_dev), view(out_dev), scores_dev);
+  const StepScores policy_scores = record_attention(layer_index, n_queries, view(q_dev), view(out_dev), scores_dev);
   backend_.download(out_dev, 0, out, q_bytes);
   if (scores) backend_.download(*scores_dev.tensor, 0, scores, score_bytes);
   finish_attend(layer_index, n_queries, view(q_dev), policy_scores);
@@ -207,23 +210,31 @@ void Cache::attend_host(uint32_t layer_index, uint32_t n_queries, const void* q,
 
 void Cache::attend_device(uint32_t layer_index, uint32_t n_queries, View q, View out, View scores) {
   begin_change();
-  const View policy_scores = record_attention(layer_index, n_queries, q, out, scores);
+  const StepScores policy_scores = record_attention(layer_index, n_queries, q, out, scores);
   finish_attend(layer_index, n_queries, q, policy_scores);
   backend_.submit();
 }
 
-View Cache::record_attention(uint32_t layer_index, uint32_t n_queries, View q, View out, View scores) {
+StepScores Cache::record_attention(uint32_t layer_index, uint32_t n_queries, View q, View out, View scores) {
   LayerState& layer = layers_[layer_index];
-  if (!scores && policy_->needs_scores())
-    scores = view(ensure(attend_scores_, backend_, size_t(config_.num_kv_heads) * layer.slots_held * sizeof(float)));
-  if (!policy_->record_attention(*this, layer_index, n_queries, q, out, scores))
+  StepScores step{scores};
+  if (!scores && policy_->needs_scores()) {
+    if (n_queries == 1) {
+      step.logits = view(ensure(attend_logits_, backend_, size_t(config_.num_q_heads) * layer.slots_held * sizeof(float)));
+      step.lse = view(ensure(attend_lse_, backend_, size_t(config_.num_q_heads) * sizeof(float)));
+    } else {
+      step.probabilities = view(ensure(attend_scores_, backend_, size_t(config_.num_kv_heads) * layer.slots_held * sizeof(float)));
+    }
+  }
+  if (!policy_->record_attention(*this, layer_index, n_queries, q, out, step.probabilities))
     ops::attention(backend_, attention_shape(layer_index, n_queries),
-                   {q, view(*layer.k), view(*layer.v), view(*layer.positions), turn_table(), out, scores});
+                   {q, view(*layer.k), view(*layer.v), view(*layer.positions), turn_table(), out, step.probabilities,
+                    step.logits, step.lse});
   layer.last_queries = n_queries;
-  return scores;
+  return step;
 }
 
-void Cache::finish_attend(uint32_t layer_index, uint32_t n_queries, View q, View scores) {
+void Cache::finish_attend(uint32_t layer_index, uint32_t n_queries, View q, const StepScores& scores) {
   attend_queries_ = q;
   policy_->after_attend(*this, layer_index, scores);
   policy_->observe_queries(*this, layer_index, q, n_queries);

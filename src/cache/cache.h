@@ -85,7 +85,7 @@ class Cache : public Participant {
     std::vector<LayerState> layers;
     std::unique_ptr<Policy> policy;
     uint64_t compressions = 0;
-    std::shared_ptr<Tensor> query_input, attend_output, attend_scores;
+    std::shared_ptr<Tensor> query_input, attend_output, attend_scores, attend_logits, attend_lse;
   };
   // backend_.begin(), joining the operation (or step) as a participant.
   void begin_change();
@@ -93,11 +93,11 @@ class Cache : public Participant {
   void allocate_storage(LayerState& layer, uint32_t slot_stride);
   // Records the scatter of a chunk into `layer` and its bookkeeping.
   void record_append(uint32_t layer, uint32_t n_tokens, View k, View v);
-  // Records attention; returns the scores view the policy reads (`scores`, or the cache's own
-  // when the policy needs them and the caller asked for none).
-  View record_attention(uint32_t layer, uint32_t n_queries, View q, View out, View scores);
+  // Records attention; returns the scores the policy reads: `scores`, or when the policy needs
+  // them and the caller asked for none the cache's own (a decode step's logits and lse).
+  StepScores record_attention(uint32_t layer, uint32_t n_queries, View q, View out, View scores);
   // The policy's part of an attend, recorded after attention and any read-back of its scores.
-  void finish_attend(uint32_t layer, uint32_t n_queries, View q, View scores);
+  void finish_attend(uint32_t layer, uint32_t n_queries, View q, const StepScores& scores);
 
   Backend& backend_;
   CacheConfig config_;
@@ -108,6 +108,7 @@ class Cache : public Participant {
   std::shared_ptr<Tensor> query_input_;   // the host path's Q, staged
   std::shared_ptr<Tensor> attend_output_; // the host path's output, then read back
   std::shared_ptr<Tensor> attend_scores_;
+  std::shared_ptr<Tensor> attend_logits_, attend_lse_;  // a decode step's, for the policy
   View attend_queries_;
   uint64_t compressions_ = 0;
   std::unique_ptr<SavedState> saved_;

@@ -4,7 +4,8 @@
 // the positions of their own slots (kv head 0's). Softmax scale 1/sqrt(head_dim); f32
 // accumulation. Optionally also returns, per kv head and slot, the attention probability
 // summed over the kv head's query heads and the chunk's queries (the score-based policies'
-// input).
+// input); for one query, optionally its logits and log-sum-exps instead (or as well), from
+// which a consumer forms the probabilities itself: one dispatch fewer on the decode path.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +35,11 @@ struct AttentionArgs {
   View turn_table;  // rope_turn_table(rope); Vulkan with RoPE only
   View out;         // [num_queries][num_q_heads][head_dim]
   View scores;      // optional, f32 [num_kv_heads][num_slots]
+  // Optional, one query only, both or neither: each query head's logits q.k / sqrt(head_dim)
+  // (f32 [num_q_heads][num_slots]) and their log-sum-exp (f32 [num_q_heads]), so that slot s
+  // has probability exp(logits[h][s] - lse[h]).
+  View logits;
+  View lse;
 };
 
 void attention(Backend& backend, const AttentionShape& shape, const AttentionArgs& args);

@@ -21,6 +21,8 @@ void attention_cpu(const AttentionShape& shape, const AttentionArgs& args) {
   const void* v = args.v.host<void>();
   float* scores = args.scores ? args.scores.host<float>() : nullptr;
   if (scores) std::fill(scores, scores + size_t(shape.num_kv_heads) * shape.num_slots, 0.0f);
+  float* logits_out = args.logits ? args.logits.host<float>() : nullptr;
+  std::vector<double> logits(logits_out ? shape.num_slots : 0);
 
   std::vector<float> keys(size_t(shape.num_slots) * dim);
   std::vector<float> query(dim);
@@ -40,7 +42,16 @@ void attention_cpu(const AttentionShape& shape, const AttentionArgs& args) {
         for (uint32_t d = 0; d < dim; ++d) query[d] = load_element(q, shape.dtype, q_base + d);
         if (positions) rope_rotate_row(shape.rope, inv_freq, query.data(), positions[first_chunk_slot + i]);
         const uint32_t visible = first_chunk_slot + i + 1;
-        softmax_over_keys(query.data(), keys.data(), visible, dim, scale, probs);
+        softmax_over_keys(query.data(), keys.data(), visible, dim, scale, probs, logits_out ? &logits : nullptr);
+        if (logits_out) {  // one query: visible == num_slots
+          double max_logit = -HUGE_VAL, sum = 0.0;
+          for (uint32_t slot = 0; slot < visible; ++slot) max_logit = std::max(max_logit, logits[slot]);
+          for (uint32_t slot = 0; slot < visible; ++slot) {
+            sum += std::exp(logits[slot] - max_logit);
+            logits_out[size_t(head) * shape.num_slots + slot] = static_cast<float>(logits[slot]);
+          }
+          args.lse.host<float>()[head] = static_cast<float>(max_logit + std::log(sum));
+        }
         std::fill(acc.begin(), acc.end(), 0.0);
         for (uint32_t slot = 0; slot < visible; ++slot) {
           const double p = probs[slot];

@@ -1,6 +1,6 @@
 // Vulkan attention: flash-decoding (split + merge) for one query, which rotates its query
-// itself and writes its logits when scores are asked for (decode_scores turns them into
-// scores); for a chunk, queries rotated and scaled once (rope op), the tiled causal kernel (on
+// itself and writes its logits when scores or logits are asked for (decode_scores turns them
+// into scores); for a chunk, queries rotated and scaled once (rope op), the tiled causal kernel (on
 // cooperative matrices where the context's path allows and the shape qualifies, else f32
 // SIMT), then optionally attention_scores.
 #include <algorithm>
@@ -183,24 +183,28 @@ void attention_vulkan(Backend& backend, const AttentionShape& shape, const Atten
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));
     // With scores, the decode kernel also writes every (query head, slot) logit, so the scores
     // need not read K again (a second pass over K, RoPE included, cost more than the attention).
-    const bool with_logits = args.scores.tensor != nullptr;
-    if (with_logits)
+    // Logits asked for are written where the caller says, the scratch serving otherwise.
+    const bool with_logits = args.scores.tensor != nullptr || args.logits.tensor != nullptr;
+    if (with_logits && !args.logits)
       require_within(size_product({shape.num_q_heads, shape.num_slots, sizeof(float)}), backend.tensor_limit(), "", [&] {
         return "decode scores' logits (" + std::to_string(shape.num_q_heads) + " query heads x " + std::to_string(shape.num_slots) + " slots x 4 bytes)";
       });
-    Tensor& logits = backend.scratch(ScratchId::AttentionLogits, with_logits ? size_t(shape.num_q_heads) * shape.num_slots * 4 : 4);
+    const View logits = args.logits ? args.logits
+                                    : view(backend.scratch(ScratchId::AttentionLogits,
+                                                           with_logits ? size_t(shape.num_q_heads) * shape.num_slots * 4 : 4));
+    const View lse_out = args.lse ? args.lse : view(lse);
     const DecodePush push{shape.num_slots, shape.slot_stride, num_splits, group, scale};
     recorder.dispatch({"attention_decode", 7, sizeof(DecodePush),
                        {kDecodeWorkgroup, dim, group_block, f16, rope_style, rotary_dims, with_logits}},
-                      {slice(args.q), slice(args.k), slice(args.v), positions, turns, slice(view(partials)), slice(view(logits))},
+                      {slice(args.q), slice(args.k), slice(args.v), positions, turns, slice(view(partials)), slice(logits)},
                       &push, num_splits, shape.num_kv_heads, head_blocks);
     const MergePush merge{num_splits};
     recorder.dispatch({"attention_merge", 3, sizeof(MergePush), {kMergeWorkgroup, dim, f16}},
-                      {slice(view(partials)), slice(args.out), slice(view(lse))}, &merge, shape.num_q_heads);
-    if (with_logits) {
+                      {slice(view(partials)), slice(args.out), slice(lse_out)}, &merge, shape.num_q_heads);
+    if (args.scores) {
       const DecodeScoresPush scores_push{shape.num_slots, group};
       recorder.dispatch({"decode_scores", 3, sizeof(DecodeScoresPush), {kScoresWorkgroup}},
-                        {slice(view(logits)), slice(view(lse)), slice(args.scores)}, &scores_push,
+                        {slice(logits), slice(lse_out), slice(args.scores)}, &scores_push,
                         group_count(shape.num_slots, kScoresWorkgroup), shape.num_kv_heads);
     }
   } else if (attention_on_cooperative_matrices(backend, shape)) {

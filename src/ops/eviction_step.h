@@ -4,7 +4,10 @@
 // a slot's int32 position is its token's in-cache rank (positions are re-assigned after
 // eviction, TreeKV §4.1 following StreamingLLM §3.2). Evicting rank r lowers every rank above
 // r by one and moves the last physical slot's token (K, V row, score, count) into the freed
-// slot, so 4 bytes per slot and one row per kv head move, never the whole cache.
+// slot, so 4 bytes per slot and one row per kv head move, never the whole cache. The step's
+// attention comes as per-slot probabilities, or for one query as attention's logits and
+// log-sum-exps (ops/attention.h), turned into probabilities here: the decode path then needs
+// no scores dispatch between attention and the step.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +32,7 @@ inline bool rule_keeps_counts(EvictionRule rule) { return rule == EvictionRule::
 struct EvictionShape {
   EvictionRule rule = EvictionRule::Oldest;
   uint32_t num_kv_heads = 0;
+  uint32_t num_q_heads = 0;     // with logits: a multiple of num_kv_heads
   uint32_t head_dim = 0;        // multiple of 8
   uint32_t slot_stride = 0;
   Dtype dtype = Dtype::F32;     // of k and v
@@ -47,6 +51,11 @@ struct EvictionArgs {
   View v;             // [num_kv_heads][slot_stride][head_dim]
   View positions;     // int32 [num_kv_heads][slot_stride]: each slot's rank
   View scores;        // f32 [num_kv_heads][slots_held] from attention; not read by Oldest
+  // Instead of scores, num_queries 1: attention's logits, f32 [num_q_heads][slots_held], and
+  // lse, f32 [num_q_heads]; a slot's score is the sum over the kv head's query heads of
+  // exp(logit - lse), in query-head order.
+  View logits;
+  View lse;
   View score_sums;    // f32 [num_kv_heads][slot_stride] S; rule_keeps_sums only
   View score_counts;  // uint32 [num_kv_heads][slot_stride] C; rule_keeps_counts only
 };

@@ -1,6 +1,9 @@
 // The reference: the step run kv head by kv head with plain loops, in the same f32 operations
-// (and order) as the shader, so both choose the same victims bit for bit.
+// (and order) as the shader, so both choose the same victims bit for bit (from logits, up to
+// exp's rounding, which the shader's exp need not share).
+#include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "ops/eviction_step.h"
 
@@ -65,13 +68,28 @@ void evict_rank(const HeadSlots& head, uint32_t held, uint32_t victim, bool move
   if (move_counts) head.counts[freed] = head.counts[last];
 }
 
+// Per kv head and slot, the step's score: the probabilities given, or formed from the logits.
+std::vector<float> step_scores(const EvictionShape& shape, const EvictionArgs& args) {
+  const size_t slots = size_t(shape.num_kv_heads) * shape.slots_held;
+  if (!args.logits) return std::vector<float>(args.scores.host<float>(), args.scores.host<float>() + slots);
+  const uint32_t group = shape.num_q_heads / shape.num_kv_heads;
+  const float* logits = args.logits.host<float>();
+  const float* lse = args.lse.host<float>();
+  std::vector<float> scores(slots, 0.0f);
+  for (uint32_t head = 0; head < shape.num_q_heads; ++head)
+    for (uint32_t slot = 0; slot < shape.slots_held; ++slot)
+      scores[size_t(head / group) * shape.slots_held + slot] += std::exp(logits[size_t(head) * shape.slots_held + slot] - lse[head]);
+  return scores;
+}
+
 }  // namespace
 
 void eviction_step_cpu(const EvictionShape& shape, const EvictionArgs& args) {
   const uint32_t held = shape.slots_held;
   const bool sums = rule_keeps_sums(shape.rule), counts = rule_keeps_counts(shape.rule);
   const size_t row_bytes = size_t(shape.head_dim) * dtype_size(shape.dtype);
-  const float* scores = sums ? args.scores.host<float>() : nullptr;
+  const std::vector<float> step = sums ? step_scores(shape, args) : std::vector<float>();
+  const float* scores = step.data();
   for (uint32_t kv_head = 0; kv_head < shape.num_kv_heads; ++kv_head) {
     const size_t base = size_t(kv_head) * shape.slot_stride;
     const HeadSlots head{args.positions.host<int32_t>() + base,

@@ -1,4 +1,5 @@
-// Vulkan eviction step: one dispatch per layer, one workgroup per kv head (shaders/eviction_step.comp).
+// Vulkan eviction step: one dispatch per layer, one workgroup per kv head (shaders/eviction_step.comp),
+// which also forms the scores from decode logits (no decode_scores dispatch before it).
 #include <algorithm>
 
 #include "ops/eviction_step.h"
@@ -10,7 +11,7 @@ namespace {
 
 // Threads per kv head (one workgroup each, so that a pass over the slots needs no global
 // synchronisation): about kSlotsPerThread slots each keeps every pass a few loads deep on a
-// large cache and a small cache cheap; a power of two (tree reduction) the device allows.
+// large cache and a small cache cheap; a power of two the device allows.
 constexpr uint32_t kMinWorkgroup = 64, kMaxWorkgroup = 1024, kSlotsPerThread = 4;
 
 uint32_t workgroup_size(const vk::Device& device, uint32_t slots) {
@@ -23,19 +24,24 @@ uint32_t workgroup_size(const vk::Device& device, uint32_t slots) {
 
 struct EvictionPush {
   uint32_t slots_held, slot_stride, new_slots, num_queries, sinks, recent_window, evictions, tree_span, tree_first,
-      num_kv_heads;
+      num_kv_heads, group_size;
 };
 
 }  // namespace
 
 void eviction_step_vulkan(Backend& backend, const EvictionShape& shape, const EvictionArgs& args) {
-  const EvictionPush push{shape.slots_held, shape.slot_stride, shape.new_slots,     shape.num_queries, shape.sinks,
-                          shape.recent_window, shape.evictions, shape.tree_span, shape.tree_first, shape.num_kv_heads};
+  const bool from_logits = args.logits.tensor != nullptr;
+  const EvictionPush push{shape.slots_held,    shape.slot_stride, shape.new_slots,  shape.num_queries,
+                          shape.sinks,         shape.recent_window, shape.evictions, shape.tree_span,
+                          shape.tree_first,    shape.num_kv_heads,
+                          from_logits ? shape.num_q_heads / shape.num_kv_heads : 1u};
   // Operands a rule never touches are absent; the positions buffer stands in for them.
   backend.recorder().dispatch(
-      {"eviction_step", 6, sizeof(EvictionPush), {workgroup_size(backend.device(), shape.slots_held), shape.head_dim, shape.dtype == Dtype::F16, uint32_t(shape.rule)}},
-      {slice(args.k), slice(args.v), slice(args.positions), slice_or(args.scores, args.positions),
-       slice_or(args.score_sums, args.positions), slice_or(args.score_counts, args.positions)},
+      {"eviction_step", 7, sizeof(EvictionPush),
+       {workgroup_size(backend.device(), shape.slots_held), shape.head_dim, shape.dtype == Dtype::F16, uint32_t(shape.rule),
+        from_logits}},
+      {slice(args.k), slice(args.v), slice(args.positions), slice_or(from_logits ? args.logits : args.scores, args.positions),
+       slice_or(args.score_sums, args.positions), slice_or(args.score_counts, args.positions), slice_or(args.lse, args.positions)},
       &push, shape.num_kv_heads);
 }
 

@@ -75,7 +75,7 @@ void EvictionPolicy::prefill_by_blocks(Cache& cache, uint32_t layer) {
   steps.tree_index = 0;
 }
 
-void EvictionPolicy::after_attend(Cache& cache, uint32_t layer, View scores) {
+void EvictionPolicy::after_attend(Cache& cache, uint32_t layer, const StepScores& scores) {
   LayerState& state = cache.layer(layer);
   LayerSteps& steps = layers_[layer];
   allocate(cache, layer, steps);
@@ -90,6 +90,7 @@ void EvictionPolicy::after_attend(Cache& cache, uint32_t layer, View scores) {
   ops::EvictionShape shape;
   shape.rule = settings_.rule;
   shape.num_kv_heads = cache.config().num_kv_heads;
+  shape.num_q_heads = cache.config().num_q_heads;
   shape.head_dim = cache.config().head_dim;
   shape.slot_stride = state.slot_stride;
   shape.dtype = cache.config().dtype;
@@ -104,8 +105,8 @@ void EvictionPolicy::after_attend(Cache& cache, uint32_t layer, View scores) {
   if (shape.evictions == 0 && !needs_scores()) return;  // StreamingLLM: nothing to do until full
   const auto optional = [](const std::shared_ptr<Tensor>& tensor) { return tensor ? view(*tensor) : View{}; };
   ops::eviction_step(cache.backend(), shape,
-                     {view(*state.k), view(*state.v), view(*state.positions), scores, optional(steps.score_sums),
-                      optional(steps.score_counts)});
+                     {view(*state.k), view(*state.v), view(*state.positions), scores.probabilities, scores.logits,
+                      scores.lse, optional(steps.score_sums), optional(steps.score_counts)});
   steps.scored_through = state.tokens_seen;
   if (shape.evictions == 0) return;
   // Algorithm 1, line 16, as DESIGN.md resolves it: idx visits every scope of the region in turn.

@@ -191,7 +191,7 @@ void FourierPolicy::end_prefill(Cache& cache) {
   prefill_ended_ = true;
 }
 
-void FourierPolicy::after_attend(Cache& cache, uint32_t layer, View) {
+void FourierPolicy::after_attend(Cache& cache, uint32_t layer, const StepScores&) {
   if (!prefill_ended_ || layers_[layer].compressed || cache.layer(layer).slots_held <= compress_above()) return;
   compress(cache, layer);
   cache.layer(layer).last_append = 0;  // its tokens moved: attending from them again is refused

@@ -50,7 +50,7 @@ class FourierPolicy : public Policy {
   void allocate_device_state(Backend& backend) override;
   bool record_attention(Cache& cache, uint32_t layer, uint32_t n_queries, View q, View out, View scores) override;
   // Compresses a layer that passed L_init + 2N + L_local tokens in a decode step.
-  void after_attend(Cache& cache, uint32_t layer, View scores) override;
+  void after_attend(Cache& cache, uint32_t layer, const StepScores& scores) override;
   void end_prefill(Cache& cache) override;
   uint32_t read_slots(const Cache& cache, uint32_t layer) const override;
   bool read(Cache& cache, uint32_t layer, void* k, void* v, int32_t* positions) override;

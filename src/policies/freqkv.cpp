@@ -108,7 +108,7 @@ void FreqKvPolicy::compress(Tensor& states, uint32_t slot_stride) {
                          recent_bytes, num_kv_heads_);
 }
 
-void FreqKvPolicy::after_attend(Cache& cache, uint32_t layer_index, View) {
+void FreqKvPolicy::after_attend(Cache& cache, uint32_t layer_index, const StepScores&) {
   LayerState& layer = cache.layer(layer_index);
   if (layer.slots_held < window_) return;
   compress(*layer.k, layer.slot_stride);

@@ -28,7 +28,7 @@ class FreqKvPolicy : public Policy {
   void allocate_device_state(Backend& backend) override;
   // Compresses `layer` when it holds the whole window: the last token that filled it has
   // attended to the uncompressed cache (section 3.4), the next one sees the compressed one.
-  void after_attend(Cache& cache, uint32_t layer, View scores) override;
+  void after_attend(Cache& cache, uint32_t layer, const StepScores& scores) override;
 
   // Records one compression of `states` (one layer's K or V, [num_kv_heads][slot_stride]
   // [head_dim], the window full) on the backend allocate_device_state was given: slots

@@ -13,6 +13,16 @@ namespace kvc {
 
 class Cache;
 
+// A step's attention scores as a policy that needs them receives them: per kv head and slot
+// probabilities (a chunk, or a call that asked for scores), or for a decode step the query
+// heads' logits and log-sum-exps (ops/attention.h), which the policy's op turns into
+// probabilities itself, one dispatch fewer per layer than the probabilities.
+struct StepScores {
+  View probabilities;  // f32 [num_kv_heads][slots attended]
+  View logits;         // f32 [num_q_heads][slots attended]
+  View lse;            // f32 [num_q_heads]
+};
+
 // Where an append's tokens land: token i at first_slot + i, and from token wrap_after on at
 // wrap_slot + (i - wrap_after) (a ring of slots that wraps within the append).
 struct AppendPlacement {
@@ -75,7 +85,7 @@ class Policy {
 
   // Called inside the attend submission, after attention was recorded; `scores` holds the
   // step's scores when needs_scores(). May record ops that evict or compress.
-  virtual void after_attend(Cache& cache, uint32_t layer, View scores) {
+  virtual void after_attend(Cache& cache, uint32_t layer, const StepScores& scores) {
     (void)cache, (void)layer, (void)scores;
   }
 

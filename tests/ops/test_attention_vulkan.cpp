@@ -64,6 +64,11 @@ void check_against_cpu(const ops::AttentionShape& shape, float q_range = 2.0f) {
            std::string(cooperative ? (rope_on_load ? " cooperative, keys rotated as staged" : " cooperative") : " SIMT"));
       CHECK(test::relative_max_error(actual.out, expected.out) < tolerance(shape, cooperative));
       if (with_scores) CHECK(test::relative_max_error(actual.scores, expected.scores) < test::scores_tolerance(cooperative, shape.rope.enabled()));
+      // A decode's logits and lse carry the same f32 dot products (and RoPE) as its scores.
+      if (!expected.logits.empty()) {
+        CHECK(test::relative_max_error(actual.logits, expected.logits) < test::scores_tolerance(cooperative, shape.rope.enabled()));
+        CHECK(test::relative_max_error(actual.lse, expected.lse) < test::scores_tolerance(cooperative, shape.rope.enabled()));
+      }
     }
   }
   CHECK(test::validation_messages() == 0);

@@ -3,6 +3,8 @@
 // and must keep the same tokens in the same slots, with the same S and C, bit for bit.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "support/eviction_stream.h"
 #include "support/test_support.h"
 
@@ -50,7 +52,53 @@ void compare_streams(Backend& gpu, EvictionRule rule, Dtype dtype, uint32_t capa
   }
 }
 
+// As compare_streams, one token per step, the scores formed by the op from decode logits: 3 kv
+// heads of `group` query heads. Each logit is its head's lse (probability 1) or 200 below it
+// (probability 0 in f32): exp is exact there on any device, so S are small integers, ties are
+// frequent (the rule's tie-break is exercised) and both backends still decide bit for bit.
+void compare_logit_streams(Backend& gpu, EvictionRule rule, Dtype dtype, uint32_t group, uint32_t capacity, uint32_t steps,
+                           uint32_t batch) {
+  const uint32_t kv_heads = 3, q_heads = kv_heads * group;
+  ops::EvictionShape shape = test::eviction_stream_shape(rule, capacity, 5, 19, kv_heads, 24, dtype);
+  shape.num_q_heads = q_heads;
+  const size_t logit_stride = ((size_t(q_heads) * shape.slot_stride * 4 + 255) / 256) * 256, lse_stride = 256;
+  test::EvictionStream on_gpu(gpu, shape, capacity), on_cpu(test::cpu_backend(), shape, capacity);
+  std::bernoulli_distribution attended(0.5);
+  INFO(dtype_name(dtype), " rule ", uint32_t(rule), " group ", group);
+  for (uint32_t done = 0; done < steps; done += batch) {
+    std::vector<float> logits(logit_stride / 4 * batch), lse(lse_stride / 4 * batch);
+    for (uint32_t step = 0; step < batch; ++step) {
+      const uint32_t held = std::min(done + step + 1, capacity + 1);  // the logits' row length
+      const std::vector<float> heads_lse = test::random_floats(q_heads, -5.0f, 5.0f);
+      for (uint32_t head = 0; head < q_heads; ++head) {
+        lse[step * lse_stride / 4 + head] = heads_lse[head];
+        for (uint32_t slot = 0; slot < held; ++slot)
+          logits[step * logit_stride / 4 + size_t(head) * held + slot] = attended(test::rng()) ? heads_lse[head] : heads_lse[head] - 200.0f;
+      }
+    }
+    for (test::EvictionStream* stream : {&on_gpu, &on_cpu}) {
+      auto logit_tensor = test::make_tensor(stream->backend, logits.data(), logits.size() * 4);
+      auto lse_tensor = test::make_tensor(stream->backend, lse.data(), lse.size() * 4);
+      stream->backend.begin();
+      for (uint32_t step = 0; step < batch; ++step)
+        stream->record_token_logits(View{logit_tensor.get(), step * logit_stride}, View{lse_tensor.get(), step * lse_stride});
+      stream->backend.submit();
+    }
+    REQUIRE(on_gpu.kept_tokens() == on_cpu.kept_tokens());
+    REQUIRE(on_gpu.state_bytes() == on_cpu.state_bytes());
+  }
+}
+
 }  // namespace
+
+TEST_CASE("eviction_step on Vulkan forms the scores from decode logits as the CPU reference does") {
+  Backend* gpu = test::vulkan_backend();
+  REQUIRE(gpu != nullptr);
+  for (EvictionRule rule : {EvictionRule::Accumulated, EvictionRule::CurrentQuery, EvictionRule::Tree, EvictionRule::TreeLeft})
+    for (uint32_t group : {1u, 3u}) compare_logit_streams(*gpu, rule, Dtype::F16, group, 53, 700, 175);
+  compare_logit_streams(*gpu, EvictionRule::Accumulated, Dtype::F32, 4, 1100, 150, 150);  // 512 threads per kv head
+  CHECK(test::validation_messages() == 0);
+}
 
 TEST_CASE("eviction_step on Vulkan evicts exactly the CPU reference's tokens over 20,000 tokens") {
   Backend* gpu = test::vulkan_backend();

@@ -53,15 +53,23 @@ AttentionResult AttentionCase::run(Backend& backend, bool with_scores) const {
   const size_t out_bytes = q_bytes.size(), score_bytes = shape.num_kv_heads * slots * 4;
   auto out_tensor = make_poisoned(backend, out_bytes);
   auto scores_tensor = make_poisoned(backend, score_bytes);
+  const bool with_logits = with_scores && shape.num_queries == 1;
+  const size_t logit_bytes = size_t(shape.num_q_heads) * slots * 4, lse_bytes = size_t(shape.num_q_heads) * 4;
+  auto logits_tensor = make_poisoned(backend, logit_bytes), lse_tensor = make_poisoned(backend, lse_bytes);
 
   backend.begin();
   ops::attention(backend, shape,
                  {view(*q_tensor), view(*k_tensor), view(*v_tensor), view(*positions_tensor), view(*turns_tensor),
-                  view(*out_tensor), with_scores ? view(*scores_tensor) : View{}});
+                  view(*out_tensor), with_scores ? view(*scores_tensor) : View{}, with_logits ? view(*logits_tensor) : View{},
+                  with_logits ? view(*lse_tensor) : View{}});
   backend.submit();
   AttentionResult result;
   result.out = decode(read_tensor(backend, *out_tensor, out_bytes), shape.dtype);
   if (with_scores) result.scores = decode(read_tensor(backend, *scores_tensor, score_bytes), Dtype::F32);
+  if (with_logits) {
+    result.logits = decode(read_tensor(backend, *logits_tensor, logit_bytes), Dtype::F32);
+    result.lse = decode(read_tensor(backend, *lse_tensor, lse_bytes), Dtype::F32);
+  }
   return result;
 }
 

@@ -11,6 +11,8 @@ namespace kvc::test {
 struct AttentionResult {
   std::vector<float> out;     // [n][qh][d]
   std::vector<float> scores;  // [kv][slots]
+  std::vector<float> logits;  // [qh][slots], one query with scores only
+  std::vector<float> lse;     // [qh], with logits
 };
 
 struct AttentionCase {
@@ -24,7 +26,8 @@ struct AttentionCase {
   // with gaps, differently per kv head. slot_stride is num_slots + 3 to exercise strides.
   static AttentionCase random(const ops::AttentionShape& shape, float q_range = 2.0f);
 
-  // Runs ops::attention on `backend` with poisoned outputs; scores when asked.
+  // Runs ops::attention on `backend` with poisoned outputs; scores when asked, and for one
+  // query the logits and lse as well.
   AttentionResult run(Backend& backend, bool with_scores) const;
 };
 

@@ -43,7 +43,11 @@ EvictionStream::EvictionStream(Backend& backend_in, const ops::EvictionShape& se
   counts = make_poisoned(backend, slots * 4);
 }
 
-void EvictionStream::record_tokens(View scores, uint32_t count) {
+void EvictionStream::record_tokens(View scores, uint32_t count) { record_step(count, scores, View{}, View{}); }
+
+void EvictionStream::record_token_logits(View logits, View lse) { record_step(1, View{}, logits, lse); }
+
+void EvictionStream::record_step(uint32_t count, View scores, View logits, View lse) {
   REQUIRE(shape.slots_held + count <= shape.slot_stride);
   const size_t row_bytes = size_t(shape.head_dim) * dtype_size(shape.dtype);
   for (uint32_t i = 0; i < count; ++i, ++tokens) {
@@ -64,7 +68,7 @@ void EvictionStream::record_tokens(View scores, uint32_t count) {
   step.new_slots = count;
   step.num_queries = count;
   step.evictions = step.slots_held > capacity ? step.slots_held - capacity : 0;
-  ops::eviction_step(backend, step, {view(*k), view(*v), view(*positions), scores, view(*sums), view(*counts)});
+  ops::eviction_step(backend, step, {view(*k), view(*v), view(*positions), scores, logits, lse, view(*sums), view(*counts)});
   shape.slots_held = step.slots_held - step.evictions;
   if (step.evictions) shape.tree_first = (shape.tree_first + step.evictions) % std::max(1u, shape.tree_span);
 }

@@ -21,6 +21,9 @@ struct EvictionStream {
   // counted) and one step whose attention scores are `scores` (f32 [num_kv_heads][slots held
   // after the append], by physical slot; unused by Oldest).
   void record_tokens(View scores, uint32_t count = 1);
+  // Records appending the next token and one step fed a decode query's logits (f32
+  // [num_q_heads][slots held after the append]) and log-sum-exps (f32 [num_q_heads]).
+  void record_token_logits(View logits, View lse);
   // Kept token indices per kv head, by rank; checks that every V row matches its K row.
   std::vector<std::vector<uint32_t>> kept_tokens();
   // Positions, S and C as bytes, for bitwise comparisons between backends.
@@ -31,6 +34,9 @@ struct EvictionStream {
   uint32_t capacity;
   uint32_t tokens = 0;
   std::unique_ptr<Tensor> k, v, positions, sums, counts;
+
+ private:
+  void record_step(uint32_t count, View scores, View logits, View lse);
 };
 
 // Algorithm 1 of TreeKV (and the baselines' rules) written from the papers on a list of token
