@@ -420,7 +420,9 @@ typedef struct kvc_cache_stats {
     uint64_t slots_held;        /* slots held now, summed over layers */
     uint64_t device_bytes_held; /* device bytes the cache holds: every layer's K, V and positions
                                  * as allocated now, the RoPE table, and its policy's own state
-                                 * (scores, the window's queries); it follows what the policy keeps */
+                                 * (scores, the window's queries, a decode step's logits for H2O and
+                                 * TreeKV); it follows what the policy keeps. The context's shared
+                                 * work memory is kvc_context_info.work_bytes_held */
     uint64_t bytes_per_slot;    /* bytes one slot of one layer takes (K + V of all kv heads + positions) */
     uint64_t compressions;      /* compression or eviction steps run so far */
 } kvc_cache_stats;

@@ -87,6 +87,8 @@ size_t Cache::bytes_per_slot() const {
 
 size_t Cache::device_bytes_held() const {
   size_t total = (rope_turns_ ? rope_turns_->bytes() : 0) + policy_->device_bytes_held();
+  // A decode step's logits for the policy: kept, like the policy's own state, between calls.
+  for (const std::shared_ptr<Tensor>& tensor : {attend_logits_, attend_lse_}) total += tensor ? tensor->bytes() : 0;
   for (const LayerState& layer : layers_) total += layer.k->bytes() + layer.v->bytes() + layer.positions->bytes();
   return total;
 }
@@ -219,7 +221,7 @@ StepScores Cache::record_attention(uint32_t layer_index, uint32_t n_queries, Vie
   LayerState& layer = layers_[layer_index];
   StepScores step{scores};
   if (!scores && policy_->needs_scores()) {
-    if (n_queries == 1) {
+    if (n_queries == 1 && policy_->takes_decode_logits()) {
       step.logits = view(ensure(attend_logits_, backend_, size_t(config_.num_q_heads) * layer.slots_held * sizeof(float)));
       step.lse = view(ensure(attend_lse_, backend_, size_t(config_.num_q_heads) * sizeof(float)));
     } else {

@@ -40,6 +40,7 @@ class EvictionPolicy : public Policy {
   // Slots 0..held-1 hold ranks 0..held-1, so an appended token's rank is its slot.
   int32_t position_for_slot(const Cache&, uint32_t, uint32_t slot, uint64_t) const override { return int32_t(slot); }
   bool needs_scores() const override { return ops::rule_keeps_sums(settings_.rule); }
+  bool takes_decode_logits() const override { return ops::rule_takes_logits(settings_.rule); }
   void after_attend(Cache& cache, uint32_t layer, const StepScores& scores) override;
   void on_reset() override;
   size_t device_bytes_held() const override;

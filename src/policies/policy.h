@@ -82,6 +82,8 @@ class Policy {
 
   // Whether after_attend needs the attention scores.
   virtual bool needs_scores() const { return false; }
+  // Whether a decode step's scores reach after_attend as logits rather than probabilities.
+  virtual bool takes_decode_logits() const { return false; }
 
   // Called inside the attend submission, after attention was recorded; `scores` holds the
   // step's scores when needs_scores(). May record ops that evict or compress.
