@@ -165,10 +165,20 @@ typedef struct kvc_context_info {
     uint32_t buffer_offset_alignment; /* kvc_buffer_view offsets are multiples of this (16 on the CPU) */
     kvc_matrix_path matrix_path;  /* fixed when the context is created */
     char matrix_path_detail[160]; /* the matrix shape taken, or why SIMT ("SIMT: ...") */
+    uint64_t work_bytes_held;     /* memory kept between calls for the kernels' work, shared by the
+                                   * context's caches: scratch (it grows to the largest call's need:
+                                   * a 2048-query prefill over 128K f16 slots with RoPE keeps a rotated
+                                   * copy of a layer's keys), tables, FFT plans; device memory on
+                                   * Vulkan, host memory on the CPU; kvc_context_trim gives it back */
 } kvc_context_info;
 
 /* Describes the context's device. Set info->struct_size before the call. */
 KVC_API kvc_status kvc_context_info_get(kvc_context* context, kvc_context_info* info);
+
+/* Frees the context's work memory that no cache holds (scratch, FFT plans; see work_bytes_held),
+ * after a long prefill say; later calls allocate again what they need. KVC_ERROR_BAD_STATE inside
+ * a step. */
+KVC_API kvc_status kvc_context_trim(kvc_context* context);
 
 /* ---------------------------------------------------------------- cache */
 
@@ -545,8 +555,8 @@ KVC_API kvc_status kvc_attend_device(kvc_cache* cache, uint32_t layer, uint32_t 
  * then submits nothing and puts every cache the step used back as it was at kvc_step_begin. Outside a step every call is its
  * own step, begun, ended and waited for. Host arrays passed inside a step are read during the
  * call; host outputs (kvc_attend's out and scores, kvc_buffer_read) are written when
- * kvc_step_wait returns KVC_OK. kvc_cache_create, kvc_cache_read and kvc_cache_reset are
- * refused inside a step (KVC_ERROR_BAD_STATE). On the CPU backend every call runs at once and
+ * kvc_step_wait returns KVC_OK. kvc_cache_create, kvc_cache_read, kvc_cache_reset and
+ * kvc_context_trim are refused inside a step (KVC_ERROR_BAD_STATE). On the CPU backend every call runs at once and
  * a step only groups them. */
 
 /* Starts recording a step into libkvc's own command buffer. Waits for the previous step

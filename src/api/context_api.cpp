@@ -108,7 +108,16 @@ kvc_status kvc_context_info_get(kvc_context* context, kvc_context_info* info) {
       result.matrix_path = static_cast<kvc_matrix_path>(device.matrix_path());
       std::strncpy(result.matrix_path_detail, device.matrix_path_detail().c_str(), sizeof(result.matrix_path_detail) - 1);
     }
+    result.work_bytes_held = backend.work_bytes_held();
     std::memcpy(info, &result, std::min<size_t>(info->struct_size, sizeof(result)));
+  });
+}
+
+kvc_status kvc_context_trim(kvc_context* context) {
+  if (!context) return KVC_ERROR_NULL_POINTER;
+  return guarded(context, nullptr, [&] {
+    kvc::require(!context->backend->in_step(), KVC_ERROR_BAD_STATE, "kvc_context_trim: a step is open; end it first");
+    context->backend->trim_work_memory();
   });
 }
 

@@ -214,6 +214,20 @@ Tensor& Backend::scratch(ScratchId id, size_t bytes) {
   return *slot;
 }
 
+uint64_t Backend::work_bytes_held() const {
+  uint64_t bytes = 0;
+  for (const std::unique_ptr<Tensor>& tensor : scratch_) bytes += tensor ? tensor->bytes() : 0;
+  for (const auto& table : shared_tables_) bytes += table.second->bytes();
+  return bytes + (fft_plans_ ? fft_plans_->bytes_held() : 0);
+}
+
+void Backend::trim_work_memory() {
+  require(!step_open_ && !operation_open_, KVC_ERROR_INTERNAL, "work memory trimmed inside an operation");
+  // A buffer still in use by submitted work outlives its tensor (release()).
+  for (std::unique_ptr<Tensor>& tensor : scratch_) tensor.reset();
+  if (fft_plans_) fft_plans_->trim(0);
+}
+
 Tensor& Backend::shared_table(const std::string& key, const std::function<std::vector<float>()>& build) {
   auto it = shared_tables_.find(key);
   if (it == shared_tables_.end()) {

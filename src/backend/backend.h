@@ -129,6 +129,10 @@ class Backend {
 
   // A scratch tensor of at least `bytes`, valid for the current submission.
   Tensor& scratch(ScratchId id, size_t bytes);
+  // What the backend keeps between operations for their work: scratch, shared tables, FFT plans.
+  uint64_t work_bytes_held() const;
+  // Frees the scratch and the FFT plans no cache keeps (kvc_context_trim); outside a step.
+  void trim_work_memory();
 
   // A read-only f32 table that every cache on this backend shares (a transform matrix, ...):
   // `build` runs and the result is uploaded the first time `key` is asked for; it is kept for

@@ -20,13 +20,6 @@
 namespace kvc::vk {
 namespace {
 
-// What the plans nobody keeps may hold across trim() (their data buffers; VkFFT's own work
-// buffers come on top): the power-of-two plans chirp-z transforms of every length share. Each
-// costs 0.2-0.3 s of host time to plan on the H100 (KVC_PROFILE), more than FAEDKV's whole
-// prompt transform takes on the GPU; 256 MiB holds FAEDKV's prefill plan at L = 128K (P = 2^18,
-// 64 sequences: 128 MiB) beside its decode plan (16 sequences: 32 MiB).
-constexpr size_t kRetainedPlanBytes = size_t(256) << 20;
-
 bool is_power_of_two(uint64_t value) { return value != 0 && (value & (value - 1)) == 0; }
 
 // VkFFT's failures as a kvc_status: a shape it has no kernels for is unsupported; a failed
@@ -290,7 +283,16 @@ std::shared_ptr<ChirpFilter> FftPlans::keep_chirp(uint32_t length, uint32_t batc
   return it->second;
 }
 
-void FftPlans::trim() {
+size_t ChirpFilter::bytes() const { return chirp_->size() + (filter_ ? filter_->size() : 0); }
+
+size_t FftPlans::bytes_held() const {
+  size_t bytes = 0;
+  for (const auto& held : plans_) bytes += held.second.plan->bytes();
+  for (const auto& filter : filters_) bytes += filter.second->bytes();
+  return bytes;
+}
+
+void FftPlans::trim(size_t retained_bytes) {
   for (auto it = filters_.begin(); it != filters_.end();) it = it->second.use_count() == 1 ? filters_.erase(it) : std::next(it);
   // The unkept power-of-two plans, newest use first, while the budget lasts; every other unkept plan goes.
   std::vector<std::map<FftShape, Held>::iterator> unkept;
@@ -300,7 +302,7 @@ void FftPlans::trim() {
   size_t retained = 0;
   for (const auto& it : unkept) {
     const size_t bytes = it->second.plan->bytes();
-    if (is_power_of_two(it->first.length) && retained + bytes <= kRetainedPlanBytes) retained += bytes;
+    if (is_power_of_two(it->first.length) && retained + bytes <= retained_bytes) retained += bytes;
     else plans_.erase(it);
   }
 }

@@ -85,6 +85,8 @@ class ChirpFilter {
   // .. P - 1), divided by P so that the inverse transform needs no scaling: f32 (re, im) [P].
   // Not computed when direct().
   BufferSlice filter() const;
+  // Device bytes of chirp() and filter().
+  size_t bytes() const;
 
  private:
   uint32_t length_;
@@ -98,6 +100,14 @@ class ChirpFilter {
 // (and its buffer) for each forever. Plans of power-of-two lengths outlive trim() within a
 // budget (kRetainedPlanBytes in fft.cpp): chirp-z transforms of every length go through them,
 // so a prompt of a new length whose padded length was seen before plans nothing.
+//
+// The budget: what the plans nobody keeps may hold across trim() (their data buffers; VkFFT's
+// own work buffers come on top): the power-of-two plans chirp-z transforms of every length
+// share. Each costs 0.2-0.3 s of host time to plan on the H100 (KVC_PROFILE), more than FAEDKV's
+// whole prompt transform takes on the GPU; 256 MiB holds FAEDKV's prefill plan at L = 128K
+// (P = 2^18, 64 sequences: 128 MiB) beside its decode plan (16 sequences: 32 MiB).
+constexpr size_t kRetainedPlanBytes = size_t(256) << 20;
+
 class FftPlans {
  public:
   explicit FftPlans(Device& device) : device_(device) {}
@@ -106,9 +116,11 @@ class FftPlans {
   // The chirp filter of `length`-point DFTs, made (once per length, while kept) through the
   // plan {chirp_padded_length(length), batch}, which the caller then uses: get() it.
   std::shared_ptr<ChirpFilter> keep_chirp(uint32_t length, uint32_t batch);
-  // Drops the plans and filters nobody keeps, but the power-of-two plans the budget retains;
-  // call only when no recorded work can still use them.
-  void trim();
+  // Drops the plans and filters nobody keeps, but the power-of-two plans that fit
+  // `retained_bytes` (the newest used first); call only when no recorded work can still use them.
+  void trim(size_t retained_bytes = kRetainedPlanBytes);
+  // Device bytes of the plans' data buffers and the filters held now.
+  size_t bytes_held() const;
   size_t plans_held() const { return plans_.size(); }
   size_t chirp_filters_held() const { return filters_.size(); }
   // Plans made since the cache was created: what a test of plan reuse counts.

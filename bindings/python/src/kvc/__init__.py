@@ -275,6 +275,7 @@ class ContextInfo:
     buffer_offset_alignment: int
     cooperative_matrix: bool  # kvc_matrix_path: True where prefill attention runs on cooperative matrices
     matrix_path_detail: str   # the matrix shape taken, or why SIMT
+    work_bytes_held: int      # memory kept between calls for the kernels' work (Context.trim gives it back)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -419,7 +420,12 @@ class Context(_Owned):
         info = _capi.context_info(struct_size=ctypes.sizeof(_capi.context_info))
         self._call("kvc_context_info_get", self.handle, ctypes.byref(info))
         return ContextInfo(Backend(info.backend), info.device_name.decode(), info.vendor_id, info.validation_messages,
-                           info.buffer_offset_alignment, info.matrix_path == 1, info.matrix_path_detail.decode())
+                           info.buffer_offset_alignment, info.matrix_path == 1, info.matrix_path_detail.decode(),
+                           info.work_bytes_held)
+
+    def trim(self) -> None:
+        """kvc_context_trim: frees the work memory no cache holds (scratch, FFT plans)."""
+        self._call("kvc_context_trim", self.handle)
 
     def buffer(self, nbytes: int) -> "Buffer":
         """kvc_buffer_create: `nbytes` of device memory (host memory on the CPU backend)."""

@@ -35,7 +35,8 @@ class vulkan_handles(Structure):
 class context_info(Structure):
     _fields_ = [("struct_size", c_uint32), ("backend", c_int), ("device_name", c_char * 256),
                 ("vendor_id", c_uint32), ("validation_messages", c_uint32), ("buffer_offset_alignment", c_uint32),
-                ("matrix_path", c_int), ("matrix_path_detail", c_char * 160)]
+                ("matrix_path", c_int), ("matrix_path_detail", c_char * 160),
+                ("work_bytes_held", c_uint64)]
 
 
 class cache_desc(Structure):
@@ -93,6 +94,7 @@ _SIGNATURES = {
     "kvc_context_last_error": (c_char_p, [c_void_p]),
     "kvc_last_create_error": (c_char_p, []),
     "kvc_context_info_get": (status_t, [c_void_p, POINTER(context_info)]),
+    "kvc_context_trim": (status_t, [c_void_p]),
     "kvc_eviction_params_default": (eviction_params, []),
     "kvc_freqkv_params_default": (freqkv_params, []),
     "kvc_faedkv_params_default": (faedkv_params, []),

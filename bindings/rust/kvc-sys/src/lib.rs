@@ -112,6 +112,7 @@ pub struct kvc_context_info {
     pub buffer_offset_alignment: u32,
     pub matrix_path: kvc_matrix_path,
     pub matrix_path_detail: [c_char; 160],
+    pub work_bytes_held: u64,
 }
 
 #[repr(C)]
@@ -224,6 +225,7 @@ extern "C" {
     pub fn kvc_context_last_error(context: *const kvc_context) -> *const c_char;
     pub fn kvc_last_create_error() -> *const c_char;
     pub fn kvc_context_info_get(context: *mut kvc_context, info: *mut kvc_context_info) -> kvc_status;
+    pub fn kvc_context_trim(context: *mut kvc_context) -> kvc_status;
 
     pub fn kvc_eviction_params_default() -> kvc_eviction_params;
     pub fn kvc_freqkv_params_default() -> kvc_freqkv_params;
@@ -283,6 +285,9 @@ mod tests {
             assert_eq!(kvc_faedkv_params_default().struct_size as usize, size_of::<kvc_faedkv_params>());
             assert_eq!(kvc_fourier_params_default().struct_size as usize, size_of::<kvc_fourier_params>());
             assert_eq!(kvc_window_policy_params_default().struct_size as usize, size_of::<kvc_window_policy_params>());
+            // kvc_context_info has no *_default(): kvc.h's layout is 4 + 4 + 256 + 4 * 4 + 160 = 440
+            // bytes, then the u64 work_bytes_held.
+            assert_eq!(size_of::<kvc_context_info>(), 448);
             assert_eq!(kvc_version_number(), KVC_VERSION_MAJOR * 10000 + KVC_VERSION_MINOR * 100 + KVC_VERSION_PATCH);
         }
     }

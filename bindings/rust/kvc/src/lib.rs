@@ -534,6 +534,8 @@ pub struct ContextInfo {
     pub cooperative_matrix: bool,
     /// The matrix shape taken, or why SIMT.
     pub matrix_path_detail: String,
+    /// Memory kept between calls for the kernels' work; `Context::trim` gives it back.
+    pub work_bytes_held: u64,
 }
 
 /// `kvc_cache_stats`: counters and memory of a cache.
@@ -630,7 +632,13 @@ impl Context {
             buffer_offset_alignment: info.buffer_offset_alignment,
             cooperative_matrix: info.matrix_path == sys::KVC_MATRIX_PATH_COOPERATIVE,
             matrix_path_detail: c_string(info.matrix_path_detail.as_ptr()),
+            work_bytes_held: info.work_bytes_held,
         })
+    }
+
+    /// `kvc_context_trim`: frees the work memory no cache holds (scratch, FFT plans).
+    pub fn trim(&self) -> Result<()> {
+        self.check(unsafe { sys::kvc_context_trim(self.raw.as_ptr()) })
     }
 
     /// `kvc_cache_create`: an empty cache with storage for `desc.capacity` slots per layer.
