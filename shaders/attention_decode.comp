@@ -77,12 +77,38 @@ void unpack_chunk(uvec4 words, out vec4 lo, out vec4 hi) {
 
 float chunk_element(vec4 lo, vec4 hi, uint e) { return e < 4 ? lo[e] : hi[e - 4]; }
 
-// Rotates the key chunk starting at dim `first` (elements in lo/hi) to `position`. For NeoX
-// the partner of dim d is d +- ROTARY_DIMS/2, in another lane's chunk: `partners_shuffled`
-// says partner_lo/hi already hold that lane's chunk (whole-row rotation, shuffled in);
-// otherwise the partner is read from memory.
-void rotate_key_chunk(uint row_element, uint first, uint position, bool partners_shuffled, vec4 partner_lo,
-                      vec4 partner_hi, inout vec4 lo, inout vec4 hi) {
+// The rotary pair of dim d (d < ROTARY_DIMS).
+uint rope_pair(uint d) { return ROPE_STYLE == 2 ? d / 2 : (d < ROTARY_DIMS / 2 ? d : d - ROTARY_DIMS / 2); }
+
+// cos and sin, at `position`, of the pairs of this lane's VEC dims from `first` (turns: their
+// rope_turn_table entries). With whole-row NeoX (`shared_with_partner`) lanes l and
+// l ^ LANES/2 rotate the same pairs: each evaluates half of them and takes the other half from
+// its partner lane, so every (key, pair) is evaluated once. In uniform control flow.
+void key_cos_sin(uint first, uint position, uvec2 turns_of_lane[8], bool shared_with_partner, out vec2 cos_sin[8]) {
+  if (shared_with_partner) {
+    const uint half_chunk = VEC / 2;
+    const bool upper = (first / VEC & (LANES / 2)) != 0;
+    vec2 mine[4], theirs[4];
+    [[unroll]] for (uint i = 0; i < half_chunk; ++i) {
+      mine[i] = rope_cos_sin(position, turns_of_lane[upper ? half_chunk + i : i]);
+      theirs[i] = subgroupShuffleXor(mine[i], LANES / 2);
+    }
+    [[unroll]] for (uint i = 0; i < half_chunk; ++i) {
+      cos_sin[i] = upper ? theirs[i] : mine[i];
+      cos_sin[half_chunk + i] = upper ? mine[i] : theirs[i];
+    }
+    return;
+  }
+  [[unroll]] for (uint e = 0; e < VEC; ++e)
+    cos_sin[e] = first + e < ROTARY_DIMS ? rope_cos_sin(position, turns_of_lane[e]) : vec2(1.0, 0.0);
+}
+
+// Rotates the key chunk starting at dim `first` (elements in lo/hi) by `cos_sin`
+// (key_cos_sin). For NeoX the partner of dim d is d +- ROTARY_DIMS/2, in another lane's chunk:
+// `partners_shuffled` says partner_lo/hi already hold that lane's chunk (whole-row rotation,
+// shuffled in); otherwise the partner is read from memory.
+void rotate_key_chunk(uint row_element, uint first, bool partners_shuffled, vec4 partner_lo, vec4 partner_hi,
+                      vec2 cos_sin[8], inout vec4 lo, inout vec4 hi) {
   const vec4 lo_in = lo, hi_in = hi;  // partners are read before rotation
   [[unroll]] for (uint e = 0; e < VEC; ++e) {
     const uint d = first + e;
@@ -91,16 +117,14 @@ void rotate_key_chunk(uint row_element, uint first, uint position, bool partners
     float y;
     if (ROPE_STYLE == 2) {  // interleaved: the partner is the other element of the pair, in this chunk
       const float partner = chunk_element(lo_in, hi_in, e ^ 1u);
-      const vec2 cs = rope_cos_sin(position, turns[d / 2]);
-      y = rope_rotate_element(x, partner, cs, (d & 1u) == 0);
+      y = rope_rotate_element(x, partner, cos_sin[e], (d & 1u) == 0);
     } else {
       const uint half_dims = ROTARY_DIMS / 2;
       const bool low = d < half_dims;
       const float partner = partners_shuffled
                                 ? chunk_element(partner_lo, partner_hi, e)
                                 : KVC_LOAD_ELEMENT(k_words, KV_F16, row_element + (low ? d + half_dims : d - half_dims));
-      const vec2 cs = rope_cos_sin(position, turns[low ? d : d - half_dims]);
-      y = rope_rotate_element(x, partner, cs, low);
+      y = rope_rotate_element(x, partner, cos_sin[e], low);
     }
     if (e < 4) lo[e] = y;
     else hi[e - 4] = y;
@@ -158,6 +182,12 @@ void main() {
   }
 
   const uint slot_base = kv_head * push.slot_stride;
+  // The rotary pairs of this lane's dims are the same for every key: their turns are read once.
+  uvec2 turns_of_lane[8];
+  [[unroll]] for (uint e = 0; e < VEC; ++e) {
+    const uint d = lane * VEC + e;
+    turns_of_lane[e] = ROPE_STYLE != 0 && has_lane && d < ROTARY_DIMS ? turns[rope_pair(d)] : uvec2(0u);
+  }
 
   float m[KVC_MAX_GROUP_BLOCK];
   float l[KVC_MAX_GROUP_BLOCK];
@@ -194,8 +224,9 @@ void main() {
           partner_lo = subgroupShuffleXor(lo, LANES / 2);
           partner_hi = subgroupShuffleXor(hi, LANES / 2);
         }
-        if (valid)
-          rotate_key_chunk(slot * HEAD_DIM, lane * VEC, uint(positions[slot]), shuffle_partners, partner_lo, partner_hi, lo, hi);
+        vec2 cos_sin[8];
+        key_cos_sin(lane * VEC, valid ? uint(positions[slot]) : 0u, turns_of_lane, shuffle_partners, cos_sin);
+        if (valid) rotate_key_chunk(slot * HEAD_DIM, lane * VEC, shuffle_partners, partner_lo, partner_hi, cos_sin, lo, hi);
       }
       float dots[KVC_MAX_GROUP_BLOCK];
       [[unroll]] for (uint g = 0; g < GROUP_BLOCK; ++g) dots[g] = dot(lo, q_lo[g]) + dot(hi, q_hi[g]);

@@ -31,7 +31,8 @@ TEST_CASE("kvc_context_trim gives back the scratch of a prefill, and attention a
     std::vector<unsigned char> out_before(in.q.size()), out_after(in.q.size());
     REQUIRE(kvc_attend(cache.get(), 0, n, KVC_DTYPE_F16, in.q.data(), out_before.data(), nullptr) == KVC_OK);
     const uint64_t after_prefill = work_bytes_held(context.get());
-    INFO(backend == KVC_BACKEND_VULKAN ? "Vulkan" : "CPU", ": ", before, " bytes, then ", after_prefill, " after the prefill");
+    const char* backend_name = backend == KVC_BACKEND_VULKAN ? "Vulkan" : "CPU";
+    INFO(backend_name, ": ", before, " bytes, then ", after_prefill, " after the prefill");
     // On Vulkan the chunk's rotated queries and softmax statistics stay in scratch.
     if (backend == KVC_BACKEND_VULKAN) CHECK(after_prefill >= before + uint64_t(n) * desc.num_q_heads * desc.head_dim * 4);
 
