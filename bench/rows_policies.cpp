@@ -144,9 +144,11 @@ void add_eviction_rows(Backend& backend, const Timing& timing, const RowOptions&
     auto positions = make_ranks(backend, slots);
     auto q = make_random(backend, size_t(kQHeads) * kHeadDim * 2, dtype);
     auto out = std::make_unique<Tensor>(backend, size_t(kQHeads) * kHeadDim * 2);
-    // As the cache records a decode step: attention writes the logits and lse, the step forms the scores.
+    // As the cache records a decode step: attention writes the logits and lse and the step forms
+    // the scores (ops::rule_takes_logits), or attention writes the scores (TOVA).
     auto logits = std::make_unique<Tensor>(backend, size_t(kQHeads) * slots * 4);
     auto lse = std::make_unique<Tensor>(backend, size_t(kQHeads) * 4);
+    auto scores = std::make_unique<Tensor>(backend, size_t(kKvHeads) * slots * 4);
     auto sums = std::make_unique<Tensor>(backend, size_t(kKvHeads) * slots * 4);
     auto counts = std::make_unique<Tensor>(backend, size_t(kKvHeads) * slots * 4);
     ops::RopeParams rope{KVC_ROPE_NEOX, kHeadDim, 10000.0};
@@ -163,6 +165,7 @@ void add_eviction_rows(Backend& backend, const Timing& timing, const RowOptions&
                                    Variant{"decode_step_treekv", true, ops::EvictionRule::Tree}}) {
       if (!options.wants(variant.name)) continue;
       const bool with_scores = variant.evicts && ops::rule_keeps_sums(variant.rule);
+      const bool from_logits = with_scores && ops::rule_takes_logits(variant.rule);
       ops::EvictionShape eviction;
       eviction.rule = variant.rule;
       eviction.num_kv_heads = kKvHeads;
@@ -183,13 +186,14 @@ void add_eviction_rows(Backend& backend, const Timing& timing, const RowOptions&
       row.dtype = "f16";
       row.median_us = median_us(backend, timing, [&] {
         for (uint32_t layer = 0; layer < layers; ++layer) {
-          const View step_logits = with_scores ? view(*logits) : View{}, step_lse = with_scores ? view(*lse) : View{};
+          const View step_logits = from_logits ? view(*logits) : View{}, step_lse = from_logits ? view(*lse) : View{};
+          const View step_scores = with_scores && !from_logits ? view(*scores) : View{};
           ops::attention(backend, attention,
-                         {view(*q), view(*k), view(*v), view(*positions), view(*turn_table), view(*out), View{},
+                         {view(*q), view(*k), view(*v), view(*positions), view(*turn_table), view(*out), step_scores,
                           step_logits, step_lse});
           if (variant.evicts)
             ops::eviction_step(backend, eviction,
-                               {view(*k), view(*v), view(*positions), View{}, step_logits, step_lse, view(*sums),
+                               {view(*k), view(*v), view(*positions), step_scores, step_logits, step_lse, view(*sums),
                                 view(*counts)});
         }
       });

@@ -168,16 +168,19 @@ typedef struct kvc_context_info {
     uint64_t work_bytes_held;     /* memory kept between calls for the kernels' work, shared by the
                                    * context's caches: scratch (it grows to the largest call's need:
                                    * a 2048-query prefill over 128K f16 slots with RoPE keeps a rotated
-                                   * copy of a layer's keys), tables, FFT plans; device memory on
-                                   * Vulkan, host memory on the CPU; kvc_context_trim gives it back */
+                                   * copy of a layer's keys), shared tables (FreqKV's transforms), and
+                                   * FFT plans' and chirp filters' buffers (VkFFT's own work buffers
+                                   * not counted); device memory on Vulkan, host memory on the CPU.
+                                   * kvc_context_trim gives back the scratch and the plans no cache
+                                   * keeps; the shared tables stay */
 } kvc_context_info;
 
 /* Describes the context's device. Set info->struct_size before the call. */
 KVC_API kvc_status kvc_context_info_get(kvc_context* context, kvc_context_info* info);
 
 /* Frees the context's work memory that no cache holds (scratch, FFT plans; see work_bytes_held),
- * after a long prefill say; later calls allocate again what they need. KVC_ERROR_BAD_STATE inside
- * a step. */
+ * after a long prefill say; later calls allocate again what they need. Waits for the last step
+ * first if it is still running. KVC_ERROR_BAD_STATE inside a step. */
 KVC_API kvc_status kvc_context_trim(kvc_context* context);
 
 /* ---------------------------------------------------------------- cache */

@@ -223,9 +223,12 @@ uint64_t Backend::work_bytes_held() const {
 
 void Backend::trim_work_memory() {
   require(!step_open_ && !operation_open_, KVC_ERROR_INTERNAL, "work memory trimmed inside an operation");
-  // A buffer still in use by submitted work outlives its tensor (release()).
   for (std::unique_ptr<Tensor>& tensor : scratch_) tensor.reset();
-  if (fft_plans_) fft_plans_->trim(0);
+  if (!recorder_) return;
+  // A step ended without a wait may still use the scratch (release() kept it) and the plans:
+  // its work is waited for first (an application's command buffer has completed by contract).
+  collect_released();
+  fft_plans_->trim(0);
 }
 
 Tensor& Backend::shared_table(const std::string& key, const std::function<std::vector<float>()>& build) {

@@ -65,6 +65,8 @@ void attention_cpu(const AttentionShape& shape, const AttentionArgs& args) {
 }
 
 void attention(Backend& backend, const AttentionShape& shape, const AttentionArgs& args) {
+  require((!args.logits && !args.lse) || (args.logits && args.lse && shape.num_queries == 1), KVC_ERROR_INTERNAL,
+          "attention's logits and lse come together, for one query");
   if (backend.is_cpu()) attention_cpu(shape, args);
   else attention_vulkan(backend, shape, args);
 }

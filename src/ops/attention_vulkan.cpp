@@ -138,7 +138,7 @@ bool attention_on_cooperative_matrices(Backend& backend, const AttentionShape& s
     return false;
   const vk::Device& device = backend.device();
   if (device.matrix_path() != vk::MatrixPath::Cooperative || coopmat_subgroups(device, shape.head_dim) == 0) return false;
-  if (rope_style_constant(shape.rope) == 0) return true;
+  if (rope_style_constant(shape.rope) == 0 || rope_on_load()) return true;
   // With RoPE the rope op reads each kv head's keys at their own offset, which must meet the
   // device's alignment, and writes them rotated to scratch, which one binding must cover.
   const uint64_t head_bytes = uint64_t(shape.slot_stride) * shape.head_dim * dtype_size(shape.dtype);
@@ -185,7 +185,7 @@ void attention_vulkan(Backend& backend, const AttentionShape& shape, const Atten
     // need not read K again (a second pass over K, RoPE included, cost more than the attention).
     // Logits asked for are written where the caller says, the scratch serving otherwise.
     const bool with_logits = args.scores.tensor != nullptr || args.logits.tensor != nullptr;
-    if (with_logits && !args.logits)
+    if (with_logits)
       require_within(size_product({shape.num_q_heads, shape.num_slots, sizeof(float)}), backend.tensor_limit(), "", [&] {
         return "decode scores' logits (" + std::to_string(shape.num_q_heads) + " query heads x " + std::to_string(shape.num_slots) + " slots x 4 bytes)";
       });

@@ -89,6 +89,9 @@ std::string CooperativeMatrixSetup::probe(VkInstance instance, uint32_t instance
   if (!always_32 && !can_require_32)
     return "the kernels want 32-wide subgroups; the device's are " + std::to_string(sizes.minSubgroupSize) + ".." +
            std::to_string(sizes.maxSubgroupSize) + " wide, without a way to require 32";
+  if (!always_32 && sizes.maxComputeWorkgroupSubgroups < kCooperativeMaxSubgroups)
+    return "with 32-wide subgroups required the device takes " + std::to_string(sizes.maxComputeWorkgroupSubgroups) +
+           " per workgroup; the kernels use up to " + std::to_string(kCooperativeMaxSubgroups);
   if (!lists_shape(instance, physical_device))
     return "the device lists no 16x16x16 f16 x f16 -> f32 subgroup shape";
 

@@ -19,6 +19,8 @@ constexpr uint32_t kCooperativeMatrixSize = 16;
 // The shaders give a lane pair to each of a matrix's 16 rows: their pipelines run 32-wide
 // subgroups, full ones, which devices whose size varies are told to (requires_subgroup_size).
 constexpr uint32_t kCooperativeSubgroupSize = 32;
+// The most subgroups a cooperative-matrix workgroup holds (256 threads).
+constexpr uint32_t kCooperativeMaxSubgroups = 8;
 
 // The extension's structs and entry point, as the Vulkan registry defines them.
 namespace khr {

@@ -210,6 +210,13 @@ void Device::finish_setup() {
   props2.pNext = &subgroup;
   vkGetPhysicalDeviceProperties2(physical_device_, &props2);
   subgroup_size_ = subgroup.subgroupSize;
+  // The SIMT kernels use these subgroup operations in compute shaders (Vulkan 1.1 promises only
+  // basic ones); NVIDIA, AMD, Intel and lavapipe offer them.
+  const VkSubgroupFeatureFlags operations =
+      VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_SHUFFLE_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT;
+  require((subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) && (subgroup.supportedOperations & operations) == operations,
+          KVC_ERROR_UNSUPPORTED, std::string(properties_.deviceName) +
+                                     " lacks subgroup basic, shuffle or arithmetic operations in compute shaders, which libkvc's kernels use");
   uint32_t count = 0;
   vkGetPhysicalDeviceQueueFamilyProperties(physical_device_, &count, nullptr);
   std::vector<VkQueueFamilyProperties> families(count);

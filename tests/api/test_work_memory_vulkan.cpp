@@ -58,8 +58,21 @@ TEST_CASE("kvc_context_trim keeps the FFT plans a FAEDKV cache holds and frees t
   const test::StepInputs prompt = test::random_step_inputs(desc, c.prompt_tokens());
   for (uint32_t layer = 0; layer < desc.num_layers; ++layer)
     REQUIRE(kvc_cache_append(cache.get(), layer, c.prompt_tokens(), KVC_DTYPE_F32, prompt.k.data(), prompt.v.data()) == KVC_OK);
+  // The prompt's transforms run in a step that is still in flight when the trim comes: the
+  // trim waits for it before it frees the plans that step uses (a crash and validation
+  // messages when it did not).
+  REQUIRE(kvc_step_begin(context.get()) == KVC_OK);
   REQUIRE(kvc_cache_end_prefill(cache.get()) == KVC_OK);
+  REQUIRE(kvc_step_end(context.get()) == KVC_OK);
   REQUIRE(kvc_context_trim(context.get()) == KVC_OK);
+  REQUIRE(kvc_step_wait(context.get(), UINT64_MAX) == KVC_OK);
+  const test::StepInputs token = test::random_step_inputs(desc, 1);
+  std::vector<unsigned char> out(token.q.size());
+  REQUIRE(kvc_cache_append(cache.get(), 0, 1, KVC_DTYPE_F32, token.k.data(), token.v.data()) == KVC_OK);
+  REQUIRE(kvc_attend(cache.get(), 0, 1, KVC_DTYPE_F32, token.q.data(), out.data(), nullptr) == KVC_OK);
+  kvc_context_info info{sizeof(kvc_context_info)};
+  REQUIRE(kvc_context_info_get(context.get(), &info) == KVC_OK);
+  CHECK(info.validation_messages == 0);
   const uint64_t with_cache = work_bytes_held(context.get());
   CHECK(with_cache > 0);  // the decode step's chirp-z plan and filter, which the cache keeps
   cache.reset();
