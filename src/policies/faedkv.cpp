@@ -251,12 +251,12 @@ void FaedKvPolicy::transform_prompt(Cache& cache, uint32_t layer_index, LayerSpe
   spectrum.segment_length = segment;
   spectrum.folded = segment;
   spectrum.ring_start = 0;
-  spectrum.bins = faedkv_stored_bins(kept_chunks_[layer_index], segment);
-  const uint32_t num_bins = uint32_t(spectrum.bins.size());
+  spectrum.bins = std::make_shared<const std::vector<uint32_t>>(faedkv_stored_bins(kept_chunks_[layer_index], segment));
+  const uint32_t num_bins = uint32_t(spectrum.bins->size());
   spectrum.bin_table = std::make_unique<Tensor>(backend, size_t(num_bins) * 4);
-  backend.upload(spectrum.bins.data(), size_t(num_bins) * 4, *spectrum.bin_table, 0);
+  backend.upload(spectrum.bins->data(), size_t(num_bins) * 4, *spectrum.bin_table, 0);
   // The Vulkan route's table; kept on the CPU too, so both backends report the same bytes.
-  const std::vector<uint32_t> map = ops::spectral_bin_map(spectrum.bins, segment);
+  const std::vector<uint32_t> map = ops::spectral_bin_map(*spectrum.bins, segment);
   spectrum.bin_map = std::make_unique<Tensor>(backend, map.size() * 4);
   backend.upload(map.data(), map.size() * 4, *spectrum.bin_map, 0);
   const size_t state_bytes = size_t(config_.num_kv_heads) * num_bins * config_.head_dim * 8;
@@ -286,7 +286,7 @@ AppendPlacement FaedKvPolicy::place_append(Cache& cache, uint32_t layer_index, u
   const LayerState& layer = cache.layer(layer_index);
   const LayerSpectrum& spectrum = spectra_[layer_index];
   // The window's n oldest tokens leave it (eq. 12) before the new ones take their slots.
-  const ops::SpectralFoldShape fold{config_.num_kv_heads, config_.head_dim, layer.slot_stride, uint32_t(spectrum.bins.size()),
+  const ops::SpectralFoldShape fold{config_.num_kv_heads, config_.head_dim, layer.slot_stride, uint32_t(spectrum.bins->size()),
                                     spectrum.segment_length, spectrum.folded, n_tokens, sinks_, recent_window_, spectrum.ring_start,
                                     config_.dtype};
   ops::spectral_fold(cache.backend(), fold,
@@ -319,7 +319,7 @@ bool FaedKvPolicy::record_attention(Cache& cache, uint32_t layer_index, uint32_t
   shape.num_slots = layer.slots_held;
   shape.slot_stride = layer.slot_stride;
   shape.first_query_position = int32_t(layer.tokens_seen - n_queries);
-  shape.num_bins = uint32_t(spectrum.bins.size());
+  shape.num_bins = uint32_t(spectrum.bins->size());
   shape.segment_length = spectrum.segment_length;
   shape.dtype = config_.dtype;
   ops::spectral_attention(cache.backend(), shape,
@@ -350,8 +350,8 @@ bool FaedKvPolicy::read(Cache& cache, uint32_t layer_index, void* k, void* v, in
   backend.download(*spectrum.key_states, 0, key_states.data(), key_states.size() * 4);
   backend.download(*spectrum.value_states, 0, value_states.data(), value_states.size() * 4);
   backend.submit();
-  const std::vector<float> segment_k = ops::spectral_reconstruct_cpu(heads, dim, M, spectrum.bins, key_states.data());
-  const std::vector<float> segment_v = ops::spectral_reconstruct_cpu(heads, dim, M, spectrum.bins, value_states.data());
+  const std::vector<float> segment_k = ops::spectral_reconstruct_cpu(heads, dim, M, *spectrum.bins, key_states.data());
+  const std::vector<float> segment_v = ops::spectral_reconstruct_cpu(heads, dim, M, *spectrum.bins, value_states.data());
 
   // Per kv head: the sinks, the segment in eq. 9's order (the stored frame turned back by the
   // tokens folded since the prompt), then the window from its oldest token.

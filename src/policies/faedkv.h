@@ -39,7 +39,9 @@ class FaedKvPolicy : public Policy {
 
  private:
   struct LayerSpectrum {
-    std::vector<uint32_t> bins;
+    // Shared by the clones a transaction saves (kvc.h: a failed call changes nothing): set once
+    // per prompt, never changed in place.
+    std::shared_ptr<const std::vector<uint32_t>> bins;
     std::shared_ptr<Tensor> bin_table;  // uint32 [bins]
     std::shared_ptr<Tensor> bin_map;    // ops::spectral_bin_map
     std::shared_ptr<Tensor> key_states, value_states;  // f32 (re, im) [num_kv_heads][bins][head_dim]

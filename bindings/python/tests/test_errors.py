@@ -119,3 +119,20 @@ def test_context_info_names_the_matrix_path():
     with kvc.Context(backend=kvc.Backend.CPU) as cpu:
         assert not cpu.info.cooperative_matrix
         assert cpu.info.matrix_path_detail.startswith("SIMT: ")
+
+
+def test_context_opts_out_of_cooperative_matrices(vulkan_context):
+    with kvc.Context(backend=kvc.Backend.VULKAN, cooperative_matrix=False) as ctx:
+        assert not ctx.info.cooperative_matrix
+        assert "turned off" in ctx.info.matrix_path_detail
+
+
+def test_context_trim_gives_back_work_memory(vulkan_context, rng):
+    cache = kvc.Cache(vulkan_context, layers=1, q_heads=4, kv_heads=2, head_dim=32, capacity=300)
+    k, v = rng.standard_normal((2, 257, 2, 32)).astype("float32")
+    cache.append(0, k, v)
+    cache.attend(0, rng.standard_normal((257, 4, 32)).astype("float32"))
+    held = vulkan_context.info.work_bytes_held
+    assert held > 0
+    vulkan_context.trim()
+    assert vulkan_context.info.work_bytes_held < held

@@ -373,11 +373,15 @@ class Context(_Owned):
 
     _noun = "context"
 
-    def __init__(self, backend: Backend = Backend.AUTO, device_index: int = -1, validation: bool = False):
+    def __init__(self, backend: Backend = Backend.AUTO, device_index: int = -1, validation: bool = False,
+                 cooperative_matrix: bool = True):
+        """cooperative_matrix=False keeps the Vulkan kernels on SIMT where the device has cooperative
+        matrices (KVC_CONTEXT_NO_COOPERATIVE_MATRIX)."""
         desc = lib.kvc_context_desc_default()
         desc.backend = Backend(backend)
         desc.device_index = device_index
-        desc.flags = _capi.CONTEXT_VALIDATION if validation else 0
+        desc.flags = ((_capi.CONTEXT_VALIDATION if validation else 0) |
+                      (0 if cooperative_matrix else _capi.CONTEXT_NO_COOPERATIVE_MATRIX))
         handle = ctypes.c_void_p()
         status = lib.kvc_context_create(ctypes.byref(desc), ctypes.byref(handle))
         if status != _capi.STATUS_OK:

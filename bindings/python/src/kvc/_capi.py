@@ -18,6 +18,7 @@ status_t = c_int  # kvc_status, kvc_backend, kvc_dtype, kvc_policy, kvc_rope_sty
 STATUS_OK = 0
 STATUS_TIMEOUT = 15
 CONTEXT_VALIDATION = 0x1
+CONTEXT_NO_COOPERATIVE_MATRIX = 0x2
 RECENT_WINDOW_DEFAULT = 0xFFFFFFFF
 DECODE_SLOTS_DEFAULT = 0
 

@@ -522,6 +522,25 @@ impl Default for CacheDesc {
     }
 }
 
+/// How to make a context (`kvc_context_desc`); `Default` is AUTO, the device chosen by type, no
+/// validation, cooperative matrices where the device has them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContextOptions {
+    pub backend: Backend,
+    /// The Vulkan device's index, -1 to choose.
+    pub device_index: i32,
+    /// The Khronos validation layer (`KVC_CONTEXT_VALIDATION`).
+    pub validation: bool,
+    /// false keeps the Vulkan kernels on SIMT (`KVC_CONTEXT_NO_COOPERATIVE_MATRIX`).
+    pub cooperative_matrix: bool,
+}
+
+impl Default for ContextOptions {
+    fn default() -> Self {
+        ContextOptions { backend: Backend::Auto, device_index: -1, validation: false, cooperative_matrix: true }
+    }
+}
+
 /// `kvc_context_info`: the context's device.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContextInfo {
@@ -579,14 +598,20 @@ impl Context {
     /// A context on the Vulkan device `device_index` (-1 chooses), with the validation layer if
     /// asked.
     pub fn with_device(backend: Backend, device_index: i32, validation: bool) -> Result<Context> {
+        Context::with_options(&ContextOptions { backend, device_index, validation, ..ContextOptions::default() })
+    }
+
+    /// A context as `options` say (`kvc_context_desc`).
+    pub fn with_options(options: &ContextOptions) -> Result<Context> {
         let mut desc = unsafe { sys::kvc_context_desc_default() };
-        desc.backend = match backend {
+        desc.backend = match options.backend {
             Backend::Auto => sys::KVC_BACKEND_AUTO,
             Backend::Vulkan => sys::KVC_BACKEND_VULKAN,
             Backend::Cpu => sys::KVC_BACKEND_CPU,
         };
-        desc.device_index = device_index;
-        desc.flags = if validation { sys::KVC_CONTEXT_VALIDATION } else { 0 };
+        desc.device_index = options.device_index;
+        desc.flags = if options.validation { sys::KVC_CONTEXT_VALIDATION } else { 0 }
+            | if options.cooperative_matrix { 0 } else { sys::KVC_CONTEXT_NO_COOPERATIVE_MATRIX };
         let mut raw = ptr::null_mut();
         let status = unsafe { sys::kvc_context_create(&desc, &mut raw) };
         if status != sys::KVC_OK {

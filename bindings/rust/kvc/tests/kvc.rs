@@ -3,7 +3,7 @@
 //! path with one-submission steps against the host calls. Random inputs; the seed is printed
 //! and KVC_TEST_SEED repeats it. Without a Vulkan device the Vulkan halves are skipped with a
 //! message, unless KVC_REQUIRE_GPU=1 (CI) makes that a failure.
-use kvc::{Backend, Cache, CacheDesc, Context, DType, EvictionParams, FaedKvParams, FourierParams, FreqKvParams, Policy,
+use kvc::{Backend, Cache, CacheDesc, Context, ContextOptions, DType, EvictionParams, FaedKvParams, FourierParams, FreqKvParams, Policy,
           Rope, Status, WindowParams};
 
 /// The demo's generator (samples/demo.c), seeded from KVC_TEST_SEED or the clock.
@@ -434,4 +434,27 @@ fn faedkv_ablate_rebuilds_the_middle_without_one_chunk() {
             }
         }
     }
+}
+
+#[test]
+fn context_options_and_work_memory() {
+    let Some(_) = vulkan() else { return };
+    let ctx = Context::with_options(&ContextOptions { backend: Backend::Vulkan, cooperative_matrix: false, ..Default::default() })
+        .unwrap();
+    let info = ctx.info().unwrap();
+    assert!(!info.cooperative_matrix);
+    assert!(info.matrix_path_detail.contains("turned off"), "{}", info.matrix_path_detail);
+    let mut cache = ctx
+        .cache(&CacheDesc { layers: 1, q_heads: 4, kv_heads: 2, head_dim: 16, capacity: 64, ..Default::default() })
+        .unwrap();
+    let mut random = Random::seeded("context_options_and_work_memory");
+    let n = 37;
+    let kv = random.vec(n * 2 * 16);
+    cache.append(0, &kv, &kv).unwrap();
+    let mut out = vec![0.0f32; n * 4 * 16];
+    cache.attend(0, &random.vec(n * 4 * 16), &mut out).unwrap();
+    let held = ctx.info().unwrap().work_bytes_held;
+    assert!(held > 0);
+    ctx.trim().unwrap();
+    assert!(ctx.info().unwrap().work_bytes_held < held);
 }
