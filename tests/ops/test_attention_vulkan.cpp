@@ -160,10 +160,6 @@ TEST_CASE("causal chunk attention on Vulkan over a long cache, peaked and flat s
   }
 }
 
-}  // namespace kvc
-
-namespace kvc {
-
 TEST_CASE("causal chunk attention takes cooperative matrices wherever the device offers them") {
   Backend* gpu = test::vulkan_backend();
   REQUIRE(gpu != nullptr);
