@@ -1,4 +1,4 @@
-// kvc-bench rows for attention: decode (flash-decoding) and a causal prefill chunk of 2048
+// kvc-bench rows for attention: decode (flash-decoding; without and with RoPE) and a causal prefill chunk of 2048
 // queries, each at three cache lengths (4K, 32K, 128K), in the shape the issues fix (32 q /
 // 8 kv heads, d = 128), and decode_sweep: long-context decode over several lengths and slot
 // strides, each point timed on several allocations of its buffers (issue 15: at 128K the same
@@ -116,6 +116,17 @@ void add_attention_rows(Backend& backend, const Timing& timing, const RowOptions
       record(report, time_attention(backend, timing, shape, "decode_attention"));
     }
   }
+  // With RoPE (NeoX, all dims), f16: keys are stored before RoPE, so the decode kernel rotates
+  // every key it reads; this row prices that beside decode_attention (an engine's caches run it).
+  shape.dtype = Dtype::F16;
+  shape.num_queries = 1;
+  shape.rope = {KVC_ROPE_NEOX, shape.head_dim, 10000.0};
+  for (uint32_t length : lengths) {
+    if (!options.wants("decode_attention_rope")) break;
+    shape.num_slots = shape.slot_stride = length;
+    record(report, time_attention(backend, timing, shape, "decode_attention_rope"));
+  }
+  shape.rope = {};
   // The sweep: lengths from 64K to 128K at three slot strides (the length, 64 slots more, twice
   // the length).
   const std::vector<uint32_t> sweep_lengths = quick ? std::vector<uint32_t>{4096} : std::vector<uint32_t>{65536, 98304, 131072};
