@@ -18,7 +18,8 @@ constexpr size_t kMaxLiveCaches = 3;
 // capacity check, which kvc.h promises runs before the data is read.
 constexpr uint32_t kNeverHeld = 1u << 29;
 
-enum class Call { Create, Destroy, Append, Attend, Read, Prefill, Decode, EndPrefill, Reset, Inspect, Count };
+// Trim last: the seed corpus's bytes keep naming the calls they were made for.
+enum class Call { Create, Destroy, Append, Attend, Read, Prefill, Decode, EndPrefill, Reset, Inspect, Trim, Count };
 
 // kvc.h: append checks layer, n_tokens and capacity, and attend its layer, n_queries and
 // state, before reading their data. Only then does the fuzzer pass one-element buffers.
@@ -85,6 +86,14 @@ void CallSequence::run(FuzzedDataProvider& data) {
       case Call::Reset:
         if (checked("kvc_cache_reset", cache, [&] { return kvc_cache_reset(cache.handle); }) == KVC_OK) cache.moderate = true;
         break;
+      case Call::Trim: {
+        // The context's work memory is the caches' to share, never their state.
+        const CacheSnapshot before = take_snapshot(cache.handle, cache.desc);
+        if (checked("kvc_context_trim", cache, [&] { return kvc_context_trim(context_); }) == KVC_OK &&
+            !(take_snapshot(cache.handle, cache.desc) == before))
+          report_finding("kvc_context_trim", "changed a cache");
+        break;
+      }
       default: inspect(data, cache); break;
     }
   }
