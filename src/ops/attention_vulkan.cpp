@@ -64,13 +64,8 @@ uint32_t coopmat_shared_bytes(uint32_t head_dim, uint32_t subgroups) {
 
 // Subgroups per workgroup for the cooperative-matrix prefill, 0 when none fits the device.
 uint32_t coopmat_subgroups(const vk::Device& device, uint32_t head_dim) {
-  const VkPhysicalDeviceLimits& limits = device.properties().limits;
-  for (uint32_t subgroups : kCoopmatSubgroupChoices) {
-    const uint32_t threads = subgroups * vk::kCooperativeSubgroupSize;
-    if (coopmat_shared_bytes(head_dim, subgroups) <= limits.maxComputeSharedMemorySize &&
-        threads <= limits.maxComputeWorkGroupInvocations && threads <= limits.maxComputeWorkGroupSize[0])
-      return subgroups;
-  }
+  for (uint32_t subgroups : kCoopmatSubgroupChoices)
+    if (device.fits_workgroup(subgroups * vk::kCooperativeSubgroupSize, coopmat_shared_bytes(head_dim, subgroups))) return subgroups;
   return 0;
 }
 

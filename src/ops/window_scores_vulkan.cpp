@@ -46,10 +46,8 @@ bool window_logits_on_cooperative_matrices(Backend& backend, const WindowScoresS
   if (backend.is_cpu() || shape.dtype != Dtype::F16 || shape.head_dim % kCoopmatRows != 0 || shape.head_dim > kCoopmatMaxHeadDim)
     return false;
   const vk::Device& device = backend.device();
-  const VkPhysicalDeviceLimits& limits = device.properties().limits;
-  const uint32_t threads = kCoopmatSubgroups * vk::kCooperativeSubgroupSize;
-  return device.matrix_path() == vk::MatrixPath::Cooperative && coopmat_shared_bytes(shape.head_dim) <= limits.maxComputeSharedMemorySize &&
-         threads <= limits.maxComputeWorkGroupInvocations && threads <= limits.maxComputeWorkGroupSize[0];
+  return device.matrix_path() == vk::MatrixPath::Cooperative &&
+         device.fits_workgroup(kCoopmatSubgroups * vk::kCooperativeSubgroupSize, coopmat_shared_bytes(shape.head_dim));
 }
 
 void window_scores_vulkan(Backend& backend, const WindowScoresShape& shape, const WindowScoresArgs& args) {

@@ -51,6 +51,12 @@ class Device {
   const VkPhysicalDeviceProperties& properties() const { return properties_; }
   std::string name() const { return properties_.deviceName; }
   uint32_t subgroup_size() const { return subgroup_size_; }
+  // Whether a one-dimensional workgroup of `threads` with `shared_bytes` of shared memory fits.
+  bool fits_workgroup(uint32_t threads, uint64_t shared_bytes) const {
+    const VkPhysicalDeviceLimits& limits = properties_.limits;
+    return shared_bytes <= limits.maxComputeSharedMemorySize && threads <= limits.maxComputeWorkGroupInvocations &&
+           threads <= limits.maxComputeWorkGroupSize[0];
+  }
   bool supports_timestamps() const { return timestamp_valid_bits_ != 0; }
   // Which kernels multiply tiles where both paths exist, and the shape or why SIMT. Fixed at
   // creation: the cooperative path enables VK_KHR_cooperative_matrix on this VkDevice. An
