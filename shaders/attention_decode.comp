@@ -27,6 +27,9 @@ layout(constant_id = 3) const bool KV_F16 = false;
 layout(constant_id = 4) const uint ROPE_STYLE = 0;
 layout(constant_id = 5) const uint ROTARY_DIMS = 0;
 layout(constant_id = 6) const bool WRITE_LOGITS = false;  // for decode_scores
+// Keys stored rotated to their positions (a policy whose positions never change): only the
+// query is rotated.
+layout(constant_id = 7) const bool KEYS_ROTATED = false;
 
 #include "elements.glsl"
 #include "rope.glsl"
@@ -57,6 +60,7 @@ const uint KEY_LANES = WG / LANES;         // keys a pass covers
 const uint PASSES = 4;
 const uint TILE = PASSES * KEY_LANES;      // keys per tile
 const bool POW2_LANES = (LANES & (LANES - 1)) == 0;
+const bool ROTATES_KEYS = ROPE_STYLE != 0 && !KEYS_ROTATED;
 
 shared float partial_s[GROUP_BLOCK * WG];  // lanes' partial dots when shuffles cannot sum them
 shared float score_s[GROUP_BLOCK * KEY_LANES];
@@ -168,7 +172,7 @@ void main() {
   const bool shuffle_reduce = POW2_LANES && gl_SubgroupSize >= LANES;
   // NeoX over the whole row: dim d's partner d +- HEAD_DIM/2 is in lane ^ LANES/2, same
   // subgroup (with one lane per key, head_dim 8 in f16, it is in the lane's own chunk).
-  const bool shuffle_partners = ROPE_STYLE == 1 && ROTARY_DIMS == HEAD_DIM && shuffle_reduce && LANES >= 2;
+  const bool shuffle_partners = ROTATES_KEYS && ROPE_STYLE == 1 && ROTARY_DIMS == HEAD_DIM && shuffle_reduce && LANES >= 2;
 
   // This thread's chunk of every query head of the block, in registers.
   vec4 q_lo[KVC_MAX_GROUP_BLOCK];
@@ -186,7 +190,7 @@ void main() {
   uvec2 turns_of_lane[8];
   [[unroll]] for (uint e = 0; e < VEC; ++e) {
     const uint d = lane * VEC + e;
-    turns_of_lane[e] = ROPE_STYLE != 0 && has_lane && d < ROTARY_DIMS ? turns[rope_pair(d)] : uvec2(0u);
+    turns_of_lane[e] = ROTATES_KEYS && has_lane && d < ROTARY_DIMS ? turns[rope_pair(d)] : uvec2(0u);
   }
 
   float m[KVC_MAX_GROUP_BLOCK];
@@ -218,7 +222,7 @@ void main() {
       const uint slot = slot_base + tile + j;
       vec4 lo, hi;
       unpack_chunk(key_chunks[pass], lo, hi);
-      if (ROPE_STYLE != 0) {
+      if (ROTATES_KEYS) {
         vec4 partner_lo = vec4(0), partner_hi = vec4(0);
         if (shuffle_partners) {
           partner_lo = subgroupShuffleXor(lo, LANES / 2);

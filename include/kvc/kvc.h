@@ -223,8 +223,12 @@ typedef struct kvc_cache_desc {
     kvc_dtype dtype;       /* storage and I/O dtype; accumulation is always f32 */
     uint32_t capacity;     /* slots per layer the cache may hold at once */
     kvc_policy policy;
-    /* RoPE applied inside libkvc: keys and queries arrive before RoPE, keys are stored before
-     * RoPE, and attention rotates each by the position its slot carries. */
+    /* RoPE applied inside libkvc: keys and queries arrive before RoPE, and attention rotates
+     * each by the position its slot carries. The policies that re-assign positions store keys
+     * before RoPE and rotate them as attention reads them; KVC_POLICY_FULL, whose positions
+     * never change, stores them rotated as they arrive (as engines cache keys), so attention
+     * reads them as stored. kvc_cache_read returns keys before RoPE either way (FULL's rotated
+     * back: equal to what was appended up to the dtype's rounding, twice). */
     kvc_rope_style rope_style;
     float rope_theta;      /* base of the rotary frequencies, e.g. 10000 */
     uint32_t rope_dims;    /* leading dims rotated, a multiple of 8; 0 means head_dim */
@@ -422,7 +426,7 @@ KVC_API kvc_status kvc_cache_layer_slots(const kvc_cache* cache, uint32_t layer,
                                          uint32_t* out_slots);
 
 /* Copies the cache of `layer` as attention sees it: k and v as [num_kv_heads][slots][head_dim]
- * in the cache dtype (keys before RoPE), positions as [num_kv_heads][slots]. `max_slots` is
+ * in the cache dtype (keys before RoPE; see rope_style), positions as [num_kv_heads][slots]. `max_slots` is
  * the room each output has, per kv head; any output may be NULL. */
 KVC_API kvc_status kvc_cache_read(kvc_cache* cache, uint32_t layer, uint32_t max_slots,
                                   kvc_dtype dtype, void* k, void* v, int32_t* positions);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "common/finite_check.h"
 #include "ops/append_rows.h"
@@ -158,14 +159,16 @@ void Cache::record_append(uint32_t layer_index, uint32_t n_tokens, View k, View 
   shape.num_tokens = std::min(n_tokens, placement.wrap_after);
   shape.first_position = policy_->position_for_slot(*this, layer_index, placement.first_slot, layer.tokens_seen);
   shape.dtype = config_.dtype;
-  ops::append_rows(backend_, shape, {k, v, view(*layer.k), view(*layer.v), view(*layer.positions)});
+  if (keys_rotated()) shape.rope = config_.rope;
+  const ops::AppendRowsArgs args{k, v, view(*layer.k), view(*layer.v), view(*layer.positions), turn_table()};
+  ops::append_rows(backend_, shape, args);
   uint32_t end_slot = shape.first_slot + shape.num_tokens;
   if (n_tokens > shape.num_tokens) {  // the rest of a chunk that wraps around a ring
     shape.first_position += int32_t(shape.num_tokens);
     shape.source_token = shape.num_tokens;
     shape.first_slot = placement.wrap_slot;
     shape.num_tokens = n_tokens - shape.num_tokens;
-    ops::append_rows(backend_, shape, {k, v, view(*layer.k), view(*layer.v), view(*layer.positions)});
+    ops::append_rows(backend_, shape, args);
     end_slot = std::max(end_slot, shape.first_slot + shape.num_tokens);
   }
   policy_->appended(*this, layer_index, n_tokens);
@@ -184,6 +187,7 @@ ops::AttentionShape Cache::attention_shape(uint32_t layer_index, uint32_t n_quer
   shape.slot_stride = layers_[layer_index].slot_stride;
   shape.dtype = config_.dtype;
   shape.rope = config_.rope;
+  shape.keys_rotated = keys_rotated();
   return shape;
 }
 
@@ -259,14 +263,29 @@ void Cache::read(uint32_t layer_index, uint32_t max_slots, void* k, void* v, int
   if (policy_->read(*this, layer_index, k, v, positions)) return;
   const size_t row_bytes = size_t(config_.head_dim) * dtype_size(config_.dtype);
   const size_t held = layer.slots_held;
+  // Keys stored rotated are rotated back by their positions, which are read for that if the
+  // caller asked for none.
+  const bool unrotate = k && keys_rotated();
+  std::vector<int32_t> own_positions(unrotate && !positions ? size_t(config_.num_kv_heads) * held : 0);
+  int32_t* positions_out = unrotate && !positions ? own_positions.data() : positions;
   backend_.begin();
   for (uint32_t head = 0; head < config_.num_kv_heads; ++head) {
     const size_t first_slot = size_t(head) * layer.slot_stride;
     if (k) backend_.download(*layer.k, first_slot * row_bytes, static_cast<unsigned char*>(k) + head * held * row_bytes, held * row_bytes);
     if (v) backend_.download(*layer.v, first_slot * row_bytes, static_cast<unsigned char*>(v) + head * held * row_bytes, held * row_bytes);
-    if (positions) backend_.download(*layer.positions, first_slot * sizeof(int32_t), positions + head * held, held * sizeof(int32_t));
+    if (positions_out)
+      backend_.download(*layer.positions, first_slot * sizeof(int32_t), positions_out + head * held, held * sizeof(int32_t));
   }
   backend_.submit();
+  if (!unrotate) return;
+  const std::vector<double> inv_freq = ops::rope_inverse_frequencies(config_.rope);
+  std::vector<float> row(config_.head_dim);
+  for (size_t index = 0; index < size_t(config_.num_kv_heads) * held; ++index) {
+    const size_t first = index * config_.head_dim;
+    for (uint32_t d = 0; d < config_.head_dim; ++d) row[d] = load_element(k, config_.dtype, first + d);
+    ops::rope_rotate_row(config_.rope, inv_freq, row.data(), -int64_t(positions_out[index]));  // the inverse rotation
+    for (uint32_t d = 0; d < config_.head_dim; ++d) store_element(k, config_.dtype, first + d, row[d]);
+  }
 }
 
 void Cache::reset() {

@@ -19,7 +19,7 @@ namespace kvc {
 
 struct LayerState {
   // Shared with the state a transaction saved (Backend::enlist), never with another cache.
-  std::shared_ptr<Tensor> k;          // [num_kv_heads][slot_stride][head_dim], before RoPE
+  std::shared_ptr<Tensor> k;          // [num_kv_heads][slot_stride][head_dim], before RoPE unless keys_rotated()
   std::shared_ptr<Tensor> v;          // [num_kv_heads][slot_stride][head_dim]
   std::shared_ptr<Tensor> positions;  // int32 [num_kv_heads][slot_stride]
   uint32_t slot_stride = 0;           // slots allocated per kv head (fewer once compacted)
@@ -68,6 +68,10 @@ class Cache : public Participant {
   // The running attend call's Q on the backend: [n_queries][num_q_heads][head_dim].
   View attend_queries() const { return attend_queries_; }
   View turn_table() const { return rope_turns_ ? View{rope_turns_.get(), 0} : View{}; }
+  // Whether keys are stored rotated to their positions as they arrive (RoPE on and a policy
+  // whose positions never change): attention then reads them as stored, as an engine's cache
+  // does, and kvc_cache_read rotates them back.
+  bool keys_rotated() const { return config_.rope.enabled() && policy_->keeps_positions(); }
   size_t bytes_per_slot() const;
   size_t device_bytes_held() const;
   uint64_t compressions() const { return compressions_; }

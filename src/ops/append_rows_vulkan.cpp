@@ -20,8 +20,12 @@ struct AppendRowsPush {
 void append_rows_vulkan(Backend& backend, const AppendRowsShape& shape, const AppendRowsArgs& args) {
   const uint32_t row_words = shape.head_dim * uint32_t(dtype_size(shape.dtype)) / 4;
   const AppendRowsPush push{shape.slot_stride, shape.first_slot, shape.num_tokens, shape.num_kv_heads, shape.first_position, shape.source_token};
-  backend.recorder().dispatch({"append_rows", 5, sizeof(AppendRowsPush), {kWorkgroupSize, row_words}},
-                              {slice(args.k), slice(args.v), slice(args.k_cache), slice(args.v_cache), slice(args.positions)},
+  const uint32_t rope_style = rope_style_constant(shape.rope);
+  const bool f16 = shape.dtype == Dtype::F16;
+  backend.recorder().dispatch({"append_rows", 6, sizeof(AppendRowsPush),
+                               {kWorkgroupSize, row_words, f16, rope_style, rope_style ? shape.rope.rotary_dims : 0u}},
+                              {slice(args.k), slice(args.v), slice(args.k_cache), slice(args.v_cache), slice(args.positions),
+                               slice(rope_style ? args.turn_table : args.positions)},
                               &push, std::min(group_count_unbounded(uint64_t(shape.num_tokens) * (row_words + 1), kWorkgroupSize), kMaxGroups),
                               shape.num_kv_heads);
 }

@@ -1,7 +1,8 @@
 // Attention over a cache: a chunk of queries (1 for decode) whose own tokens are the last
 // num_queries cached slots; query i sees every slot up to its own (causal). Keys are stored
-// before RoPE and rotated to their slot's position as they are read; queries are rotated to
-// the positions of their own slots (kv head 0's). Softmax scale 1/sqrt(head_dim); f32
+// before RoPE and rotated to their slot's position as they are read, or, with keys_rotated,
+// stored rotated already (a policy whose positions never change); queries are rotated to the
+// positions of their own slots (kv head 0's). Softmax scale 1/sqrt(head_dim); f32
 // accumulation. Optionally also returns, per kv head and slot, the attention probability
 // summed over the kv head's query heads and the chunk's queries (the score-based policies'
 // input); for one query, optionally its logits and log-sum-exps instead (or as well), from
@@ -25,11 +26,15 @@ struct AttentionShape {
   uint32_t slot_stride = 0;   // slots allocated per kv head in k, v and positions
   Dtype dtype = Dtype::F32;   // of q, k, v and out
   RopeParams rope;
+  bool keys_rotated = false;  // with RoPE: k holds keys rotated to their slots' positions
+
+  // The RoPE the kernels apply to keys as they read them: none where keys are stored rotated.
+  RopeParams key_rope() const { return keys_rotated ? RopeParams{} : rope; }
 };
 
 struct AttentionArgs {
   View q;           // [num_queries][num_q_heads][head_dim]
-  View k;           // [num_kv_heads][slot_stride][head_dim], before RoPE
+  View k;           // [num_kv_heads][slot_stride][head_dim], before RoPE unless keys_rotated
   View v;           // [num_kv_heads][slot_stride][head_dim]
   View positions;   // int32 [num_kv_heads][slot_stride]; read with RoPE only
   View turn_table;  // rope_turn_table(rope); Vulkan with RoPE only

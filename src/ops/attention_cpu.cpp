@@ -1,4 +1,4 @@
-// The reference: keys rotated once per call, then a direct softmax per query row with double
+// The reference: keys rotated once per call (unless stored rotated), then a direct softmax per query row with double
 // accumulation, so it is more accurate than any GPU path it checks.
 #include <algorithm>
 #include <cmath>
@@ -33,7 +33,7 @@ void attention_cpu(const AttentionShape& shape, const AttentionArgs& args) {
     for (uint32_t slot = 0; slot < shape.num_slots; ++slot) {
       float* key = &keys[size_t(slot) * dim];
       for (uint32_t d = 0; d < dim; ++d) key[d] = load_element(k, shape.dtype, (slot_base + slot) * dim + d);
-      if (positions) rope_rotate_row(shape.rope, inv_freq, key, positions[slot_base + slot]);
+      if (positions && !shape.keys_rotated) rope_rotate_row(shape.rope, inv_freq, key, positions[slot_base + slot]);
     }
     for (uint32_t g = 0; g < group; ++g) {
       const uint32_t head = kv_head * group + g;

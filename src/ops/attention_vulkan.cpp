@@ -133,7 +133,7 @@ bool attention_on_cooperative_matrices(Backend& backend, const AttentionShape& s
     return false;
   const vk::Device& device = backend.device();
   if (device.matrix_path() != vk::MatrixPath::Cooperative || coopmat_subgroups(device, shape.head_dim) == 0) return false;
-  if (rope_style_constant(shape.rope) == 0 || rope_on_load()) return true;
+  if (rope_style_constant(shape.key_rope()) == 0 || rope_on_load()) return true;
   // With RoPE the rope op reads each kv head's keys at their own offset, which must meet the
   // device's alignment, and writes them rotated to scratch, which one binding must cover.
   const uint64_t head_bytes = uint64_t(shape.slot_stride) * shape.head_dim * dtype_size(shape.dtype);
@@ -147,9 +147,10 @@ void attention_vulkan(Backend& backend, const AttentionShape& shape, const Atten
   const uint32_t dim = shape.head_dim;
   const uint32_t first_chunk_slot = shape.num_slots - shape.num_queries;
   const bool f16 = shape.dtype == Dtype::F16;
+  // The decode kernel rotates its query (and the keys, unless stored rotated); the chunk
+  // kernels read queries the rope op rotated, so their RoPE is the keys' alone.
   const RopeBindings rope = rope_bindings(shape.rope, args.positions, args.turn_table, args.k);
-  const uint32_t rope_style = rope.style, rotary_dims = rope.rotary_dims;
-  const vk::BufferSlice positions = rope.positions, turns = rope.turns;
+  const RopeBindings key_rope = rope_bindings(shape.key_rope(), args.positions, args.turn_table, args.k);
 
   Tensor& lse = backend.scratch(ScratchId::AttentionLse, size_t(shape.num_queries) * shape.num_q_heads * 4);
   // The chunk kernels and their scores read queries rotated and scaled once, by the rope op;
@@ -190,8 +191,8 @@ void attention_vulkan(Backend& backend, const AttentionShape& shape, const Atten
     const View lse_out = args.lse ? args.lse : view(lse);
     const DecodePush push{shape.num_slots, shape.slot_stride, num_splits, group, scale};
     recorder.dispatch({"attention_decode", 7, sizeof(DecodePush),
-                       {kDecodeWorkgroup, dim, group_block, f16, rope_style, rotary_dims, with_logits}},
-                      {slice(args.q), slice(args.k), slice(args.v), positions, turns, slice(view(partials)), slice(logits)},
+                       {kDecodeWorkgroup, dim, group_block, f16, rope.style, rope.rotary_dims, with_logits, shape.keys_rotated}},
+                      {slice(args.q), slice(args.k), slice(args.v), rope.positions, rope.turns, slice(view(partials)), slice(logits)},
                       &push, num_splits, shape.num_kv_heads, head_blocks);
     const MergePush merge{num_splits};
     recorder.dispatch({"attention_merge", 3, sizeof(MergePush), {kMergeWorkgroup, dim, f16}},
@@ -203,21 +204,21 @@ void attention_vulkan(Backend& backend, const AttentionShape& shape, const Atten
                         group_count(shape.num_slots, kScoresWorkgroup), shape.num_kv_heads);
     }
   } else if (attention_on_cooperative_matrices(backend, shape)) {
-    prefill_on_cooperative_matrices(backend, shape, args, rope, *q_rot, lse);
+    prefill_on_cooperative_matrices(backend, shape, args, key_rope, *q_rot, lse);
   } else {
     const uint32_t columns = dim / 8;
     const uint32_t row_groups = std::min(kPrefillMaxRowGroups, kPrefillThreads / columns);
     const ChunkPush push{shape.num_slots, shape.slot_stride, shape.num_queries, group, shape.num_q_heads};
-    recorder.dispatch({"attention_prefill", 7, sizeof(ChunkPush), {row_groups * columns, dim, f16, rope_style, rotary_dims}},
-                      {slice(view(*q_rot)), slice(args.k), slice(args.v), positions, turns, slice(args.out), slice(view(lse))},
+    recorder.dispatch({"attention_prefill", 7, sizeof(ChunkPush), {row_groups * columns, dim, f16, key_rope.style, key_rope.rotary_dims}},
+                      {slice(view(*q_rot)), slice(args.k), slice(args.v), key_rope.positions, key_rope.turns, slice(args.out), slice(view(lse))},
                       &push, group_count(uint64_t(shape.num_queries) * group, row_groups * kPrefillRowsPerGroup),
                       shape.num_kv_heads);
   }
 
   if (!decode && args.scores) {
     const ChunkPush push{shape.num_slots, shape.slot_stride, shape.num_queries, group, shape.num_q_heads};
-    recorder.dispatch({"attention_scores", 6, sizeof(ChunkPush), {kScoresWorkgroup, dim, f16, rope_style, rotary_dims}},
-                      {slice(view(*q_rot)), slice(args.k), positions, turns, slice(view(lse)), slice(args.scores)}, &push,
+    recorder.dispatch({"attention_scores", 6, sizeof(ChunkPush), {kScoresWorkgroup, dim, f16, key_rope.style, key_rope.rotary_dims}},
+                      {slice(view(*q_rot)), slice(args.k), key_rope.positions, key_rope.turns, slice(view(lse)), slice(args.scores)}, &push,
                       group_count(shape.num_slots, kScoresWorkgroup), shape.num_kv_heads);
   }
 }

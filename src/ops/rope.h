@@ -1,6 +1,7 @@
 // RoPE (Su et al., RoFormer): rotate each pair of head dimensions by position * theta^(-2i/r).
 // Keys are stored before RoPE and rotated by the position their slot carries when attention
-// reads them; queries are rotated (and scaled) once per attention call by this op.
+// reads them, or rotated as they are appended where the policy never changes positions
+// (append_rows); queries are rotated (and scaled) once per attention call by this op.
 #pragma once
 
 #include <cstdint>

@@ -12,6 +12,7 @@ class FullPolicy : public Policy {
   void check_append(const Cache& cache, uint32_t layer, uint32_t n_tokens) const override;
   std::unique_ptr<Policy> clone() const override { return std::make_unique<FullPolicy>(*this); }
   int32_t position_for_slot(const Cache& cache, uint32_t layer, uint32_t slot, uint64_t token_index) const override;
+  bool keeps_positions() const override { return true; }
 
  private:
   uint32_t capacity_;

@@ -80,6 +80,9 @@ class Policy {
     return false;
   }
 
+  // Whether every stored slot keeps the position it got when appended, for as long as the
+  // cache holds it (nothing is renumbered or rebuilt): the cache may then store keys rotated.
+  virtual bool keeps_positions() const { return false; }
   // Whether after_attend needs the attention scores.
   virtual bool needs_scores() const { return false; }
   // Whether a decode step's scores reach after_attend as logits rather than probabilities.

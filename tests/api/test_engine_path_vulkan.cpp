@@ -54,7 +54,8 @@ void check_against_cpu(kvc_context* gpu, const kvc_cache_desc& desc, const test:
 }
 
 // The caches at the end of the stream: the Vulkan paths' bit for bit, and the CPU's the same
-// bytes, or under FREQKV, FAEDKV and FOURIER the same positions and K/V within the transform's rounding.
+// bytes (FULL with RoPE: keys within their rotation's rounding, test::check_same_layer), or
+// under FREQKV, FAEDKV and FOURIER the same positions and K/V within the transform's rounding.
 void check_final_caches(const test::PolicyCase& c, const kvc_cache_desc& desc, const std::vector<std::vector<test::LayerSnapshot>>& snapshots) {
   const Dtype storage = static_cast<Dtype>(desc.dtype);
   for (uint32_t layer = 0; layer < desc.num_layers; ++layer) {
@@ -62,7 +63,7 @@ void check_final_caches(const test::PolicyCase& c, const kvc_cache_desc& desc, c
     for (size_t f = 2; f < snapshots.size(); ++f) CHECK(snapshots[f][layer] == snapshots[1][layer]);
     const test::LayerSnapshot &on_gpu = snapshots[1][layer], &on_cpu = snapshots[0][layer];
     if (!test::transforms_cache(c.policy)) {
-      CHECK(on_gpu == on_cpu);
+      test::check_same_layer(on_gpu, on_cpu, desc);
       continue;
     }
     REQUIRE(on_gpu.slots == on_cpu.slots);

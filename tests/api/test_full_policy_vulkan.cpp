@@ -1,6 +1,9 @@
 // The FULL cache through the C API: a Vulkan context and a CPU context fed the same stream
-// of prefill chunks and decode tokens hold the same cache and give the same attention.
+// of prefill chunks and decode tokens hold the same cache and give the same attention; with
+// RoPE, keys stored rotated read back as they were appended.
 #include <doctest/doctest.h>
+
+#include <cmath>
 
 #include "common/dtype.h"
 #include "support/api_helpers.h"
@@ -35,7 +38,8 @@ TEST_CASE("FULL cache: Vulkan and CPU agree over prefill chunks and decode steps
         CHECK(test::relative_max_error(scores[0], scores[1]) < test::cache_scores_tolerance(gpu.get(), desc, n));
       }
     }
-    for (uint32_t layer = 0; layer < desc.num_layers; ++layer) CHECK(test::snapshot(gpu_cache.get(), layer) == test::snapshot(cpu_cache.get(), layer));
+    for (uint32_t layer = 0; layer < desc.num_layers; ++layer)
+      test::check_same_layer(test::snapshot(gpu_cache.get(), layer), test::snapshot(cpu_cache.get(), layer), desc);
     kvc_cache_stats stats{sizeof(kvc_cache_stats)};
     REQUIRE(kvc_cache_stats_get(gpu_cache.get(), &stats) == KVC_OK);
     CHECK(stats.slots_held == 2 * 370);
@@ -47,6 +51,59 @@ TEST_CASE("FULL cache: Vulkan and CPU agree over prefill chunks and decode steps
     CHECK(info.backend == KVC_BACKEND_VULKAN);
     CHECK(info.validation_messages == 0);
   }
+}
+
+TEST_CASE("FULL with RoPE stores keys rotated and kvc_cache_read gives them back as appended") {
+  for (kvc_backend backend : {KVC_BACKEND_CPU, KVC_BACKEND_VULKAN})
+    for (kvc_dtype dtype : {KVC_DTYPE_F32, KVC_DTYPE_F16})
+      for (kvc_rope_style style : {KVC_ROPE_NEOX, KVC_ROPE_INTERLEAVED}) {
+        const Dtype storage = static_cast<Dtype>(dtype);
+        test::ContextPtr context = test::make_context(backend);
+        REQUIRE(context);
+        kvc_cache_desc desc = test::small_cache_desc(dtype, 300);
+        desc.rope_style = style;
+        desc.rope_dims = 48;  // the last 16 dims are stored as they came
+        REQUIRE(test::stores_rotated_keys(desc));
+        test::CachePtr cache = test::make_cache(context.get(), desc);
+        std::vector<float> appended;  // layer 1's keys, [token][kv head][dim]
+        for (uint32_t n : {131u, 1u, 1u, 40u}) {
+          for (uint32_t layer = 0; layer < desc.num_layers; ++layer) {
+            const test::StepInputs in = test::random_step_inputs(desc, n);
+            REQUIRE(kvc_cache_append(cache.get(), layer, n, dtype, in.k.data(), in.v.data()) == KVC_OK);
+            if (layer == 1) {
+              const std::vector<float> keys = test::decode(in.k, storage);
+              appended.insert(appended.end(), keys.begin(), keys.end());
+            }
+          }
+        }
+        const test::LayerSnapshot shot = test::snapshot(cache.get(), 1);
+        REQUIRE(shot.slots == 173);
+        const uint32_t dim = desc.head_dim, heads = desc.num_kv_heads;
+        const std::vector<float> read = test::decode(
+            std::vector<unsigned char>(shot.k.begin(), shot.k.begin() + size_t(shot.slots) * heads * dim * dtype_size(storage)), storage);
+        std::vector<float> expected(read.size());
+        for (uint32_t head = 0; head < heads; ++head)
+          for (uint32_t slot = 0; slot < shot.slots; ++slot) {
+            CHECK(shot.positions[size_t(head) * shot.slots + slot] == int32_t(slot));
+            for (uint32_t d = 0; d < dim; ++d)
+              expected[(size_t(head) * shot.slots + slot) * dim + d] = appended[(size_t(slot) * heads + head) * dim + d];
+          }
+        INFO((backend == KVC_BACKEND_CPU ? "CPU " : "Vulkan "), dtype_name(storage), " style ", style);
+        // Rotated, rounded to the dtype, rotated back and rounded again: two roundings of
+        // elements of the pair's magnitude (f16: 2^-11 each) and, on Vulkan, its f32 rotation.
+        double worst = 0;
+        for (size_t i = 0; i < read.size(); ++i) {
+          const size_t row = i / dim, d = i % dim;
+          if (d >= 48) {
+            CHECK(read[i] == expected[i]);
+            continue;
+          }
+          const size_t pair_first = style == KVC_ROPE_NEOX ? d % 24 : d / 2 * 2, pair_second = style == KVC_ROPE_NEOX ? pair_first + 24 : pair_first + 1;
+          const double magnitude = std::hypot(expected[row * dim + pair_first], expected[row * dim + pair_second]);
+          worst = std::max(worst, std::fabs(read[i] - expected[i]) / std::max(magnitude, 1e-3));
+        }
+        CHECK(worst < (dtype == KVC_DTYPE_F16 ? 0x1p-10 : 1e-6));
+      }
 }
 
 }  // namespace kvc

@@ -5,6 +5,7 @@
 #include "support/attention_case.h"
 #include "support/formulas.h"
 #include "support/test_support.h"
+#include "ops/rope.h"
 
 namespace kvc {
 
@@ -40,6 +41,31 @@ TEST_CASE("attention_cpu equals the direct softmax formula") {
       CHECK(test::relative_max_error(cpu.scores, std::vector<float>(direct.scores.begin(), direct.scores.end())) < 1e-5);
     }
   }
+}
+
+TEST_CASE("attention_cpu over keys stored rotated equals attention rotating them as it reads") {
+  for (kvc_rope_style style : {KVC_ROPE_NEOX, KVC_ROPE_INTERLEAVED})
+    for (uint32_t queries : {1u, 6u}) {
+      ops::AttentionShape shape;
+      shape.num_q_heads = 6;
+      shape.num_kv_heads = 3;
+      shape.head_dim = 40;
+      shape.num_queries = queries;
+      shape.num_slots = 57;
+      shape.rope = {style, 24, 10000.0};
+      const test::AttentionCase rotating = test::AttentionCase::random(shape, 3.0f);
+      test::AttentionCase stored = rotating;
+      stored.shape.keys_rotated = true;
+      const std::vector<double> inv_freq = ops::rope_inverse_frequencies(shape.rope);
+      for (size_t row = 0; row < stored.positions.size(); ++row)
+        ops::rope_rotate_row(shape.rope, inv_freq, &stored.k[row * shape.head_dim], stored.positions[row]);
+      const test::AttentionResult expected = rotating.run(test::cpu_backend(), true);
+      const test::AttentionResult got = stored.run(test::cpu_backend(), true);
+      INFO("style ", style, " queries ", queries);
+      // The same keys but for the rotation's rounding to f32 (in the op or in this test).
+      CHECK(test::relative_max_error(got.out, expected.out) < 1e-6);
+      CHECK(test::relative_max_error(got.scores, expected.scores) < 1e-5);
+    }
 }
 
 TEST_CASE("attention scores sum to the query rows that read the kv head") {

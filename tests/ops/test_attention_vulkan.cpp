@@ -209,4 +209,22 @@ TEST_CASE("causal chunk attention on cooperative matrices: block edges, GQA, cau
   for (uint32_t head_dim : {16u, 48u, 112u}) check(make_shape(8, 2, head_dim, 70, 70 + 129, Dtype::F16, KVC_ROPE_NEOX, head_dim / 2));
 }
 
+TEST_CASE("attention on Vulkan over keys stored rotated: only queries rotate") {
+  // The decode kernel skips its key rotation; chunks read them as stored on both kernels (on
+  // cooperative matrices with no pre-rotation pass, whatever the kv heads' alignment).
+  auto rotated = [](ops::AttentionShape shape) {
+    shape.keys_rotated = true;
+    return shape;
+  };
+  for (Dtype dtype : {Dtype::F32, Dtype::F16})
+    for (uint32_t slots : {1u, 130u, 4099u}) {
+      check_against_cpu(rotated(make_shape(8, 2, 128, 1, slots, dtype, KVC_ROPE_NEOX)));
+      check_against_cpu(rotated(make_shape(12, 2, 64, 1, slots, dtype, KVC_ROPE_INTERLEAVED, 32)));
+    }
+  for (Dtype dtype : {Dtype::F32, Dtype::F16}) {
+    check_against_cpu(rotated(make_shape(8, 2, 64, 37, 37 + 300, dtype, KVC_ROPE_NEOX)));
+    check_against_cpu(rotated(make_shape(6, 2, 128, 129, 129 + 1001, dtype, KVC_ROPE_INTERLEAVED, 64)));
+  }
+}
+
 }  // namespace kvc

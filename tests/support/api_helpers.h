@@ -48,6 +48,15 @@ struct LayerSnapshot {
 };
 LayerSnapshot snapshot(kvc_cache* cache, uint32_t layer);
 
+// Whether a cache of `desc` stores keys rotated (FULL with RoPE): the CPU and Vulkan backends
+// each rotate them in their own arithmetic and round to the dtype, so their keys may differ
+// by that rounding.
+bool stores_rotated_keys(const kvc_cache_desc& desc);
+// Checks a layer of a Vulkan cache against the CPU's: slots, positions and V bit for bit, and K
+// too unless stored rotated; then within one rounding on each side of the keys' scale
+// (2 x 2^-11 in f16; f32: a few 2^-24 from the rotation's arithmetic, bounded by 1e-6).
+void check_same_layer(const LayerSnapshot& gpu, const LayerSnapshot& cpu, const kvc_cache_desc& desc);
+
 // Runs `call` and expects `status`, a last-error message on `context` that contains
 // `message_part`, and every layer of `cache` as it was (slots, K, V, positions, tokens seen).
 void expect_refused(kvc_context* context, kvc_cache* cache, kvc_status status, const std::function<kvc_status()>& call,

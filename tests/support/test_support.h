@@ -48,7 +48,8 @@ uint32_t validation_messages();
 // (attention_scores in f32 SIMT), the sum over queries and heads of order 1, but they divide by
 // the attention kernel's log-sum-exp. On SIMT that agrees to 1e-5. On cooperative matrices
 // (f16 chunks) it carries the f16 rounding of rotated queries and keys (with RoPE: about 2^-12
-// of a logit's terms, ~1e-3 on test_attention_vulkan's peaked case, hence 4e-3) or, without
+// of a logit's terms, ~1e-3 on test_attention_vulkan's peaked case, hence 4e-3; the same holds
+// for an f16 cache that stores keys rotated, which each backend rounds apart) or, without
 // RoPE, the tensor cores' f32 accumulation, which truncates where SIMT rounds (Fasi et al.
 // 2021): ~1e-5 of a logit, hence 1e-4.
 double scores_tolerance(bool cooperative, bool rope);

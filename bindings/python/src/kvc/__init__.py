@@ -128,7 +128,8 @@ class DType(enum.IntEnum):
 
 
 class RopeStyle(enum.IntEnum):
-    """kvc_rope_style: RoPE applied inside libkvc to keys stored before RoPE (or NONE)."""
+    """kvc_rope_style: RoPE applied inside libkvc to keys and queries that arrive before RoPE (or NONE).
+    FULL stores keys rotated; the other policies rotate them as attention reads them (kvc.h)."""
     NONE = 0
     NEOX = 1
     INTERLEAVED = 2
