@@ -1,7 +1,8 @@
 #version 450
-// Flash-decoding, pass 1: one query token; workgroup (split, kv head, query-head block) reads
-// its share of the kv head's slots once for GROUP_BLOCK query heads (GQA) and writes an
-// unnormalised partial (running max m, sum l, accumulator) per query head for attention_merge.
+// Flash-decoding: one query token; workgroup (split, kv head, query-head block) reads its share
+// of the kv head's slots once for GROUP_BLOCK query heads (GQA) and writes an unnormalised
+// partial (running max m, sum l, accumulator) per query head; the block's last workgroup to
+// finish merges them into the output (no second dispatch, nor the barrier before it).
 // A split takes every num_splits-th tile rather than one contiguous range, so the workgroups
 // in flight read neighbouring memory, as a copy does: contiguous ranges at power-of-two
 // strides ran at under a fifth of the H100's bandwidth. The query is rotated and scaled here.
@@ -40,8 +41,13 @@ layout(binding = 1) readonly buffer KeyWords { uint k_words[]; };  // the same k
 layout(binding = 2) readonly buffer Values { uvec4 v_vec[]; };
 layout(binding = 3) readonly buffer Positions { int positions[]; };
 layout(binding = 4) readonly buffer Turns { uvec2 turns[]; };
-layout(binding = 5) writeonly buffer Partials { float partials[]; };  // [num_q_heads][num_splits][HEAD_DIM + 2]
-layout(binding = 6) writeonly buffer Logits { float logits[]; };      // [num_q_heads][num_slots], WRITE_LOGITS only
+// [num_q_heads][num_splits][HEAD_DIM + 2]; coherent: the merging workgroup reads the others' partials.
+layout(binding = 5) coherent buffer Partials { float partials[]; };
+layout(binding = 6) writeonly buffer Logits { float logits[]; };  // [num_q_heads][num_slots], WRITE_LOGITS only
+layout(binding = 7) writeonly buffer Out { uint out_words[]; };   // [num_q_heads][HEAD_DIM], the cache dtype
+layout(binding = 8) writeonly buffer Lse { float lse[]; };        // [num_q_heads]
+// Per query-head block: workgroups that finished; zero between dispatches (the last puts it back).
+layout(binding = 9) coherent buffer Tickets { uint tickets[]; };
 
 layout(push_constant) uniform Push {
   uint num_slots;
@@ -62,6 +68,10 @@ const uint TILE = PASSES * KEY_LANES;      // keys per tile
 const bool POW2_LANES = (LANES & (LANES - 1)) == 0;
 const bool ROTATES_KEYS = ROPE_STYLE != 0 && !KEYS_ROTATED;
 
+const bool OUT_F16 = KV_F16;
+#include "merge_partials.glsl"
+
+shared bool last_of_block_s;
 shared float partial_s[GROUP_BLOCK * WG];  // lanes' partial dots when shuffles cannot sum them
 shared float score_s[GROUP_BLOCK * KEY_LANES];
 shared float red_m[WG];
@@ -307,4 +317,16 @@ void main() {
     }
     barrier();
   }
+
+  // The threadfence-reduction pattern: each thread's partials are made visible before the
+  // workgroup takes its ticket; the workgroup that takes the last ticket sees every split's.
+  memoryBarrierBuffer();
+  barrier();
+  const uint block = q_head0 / GROUP_BLOCK;
+  if (t == 0) last_of_block_s = atomicAdd(tickets[block], 1u) == push.num_splits - 1u;
+  barrier();
+  if (!last_of_block_s) return;
+  memoryBarrierBuffer();
+  for (uint g = 0; g < GROUP_BLOCK; ++g) merge_head(q_head0 + g, push.num_splits);
+  if (t == 0) tickets[block] = 0u;
 }

@@ -1,8 +1,9 @@
-// Vulkan attention: flash-decoding (split + merge) for one query, which rotates its query
-// itself and writes its logits when scores or logits are asked for (decode_scores turns them
-// into scores); for a chunk, queries rotated and scaled once (rope op), the tiled causal kernel (on
-// cooperative matrices where the context's path allows and the shape qualifies, else f32
-// SIMT), then optionally attention_scores.
+// Vulkan attention: flash-decoding for one query in one dispatch (the last workgroup of each
+// query-head block merges the splits), which rotates its query itself and writes its logits
+// when scores or logits are asked for (decode_scores turns them into scores); for a chunk,
+// queries rotated and scaled once (rope op), the tiled causal kernel (on cooperative matrices
+// where the context's path allows and the shape qualifies, else f32 SIMT), then optionally
+// attention_scores.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -21,7 +22,6 @@ constexpr uint32_t kDecodeGroupBlock = 8;   // query heads sharing one read of K
 // Workgroups per decode dispatch: 512 (4 per SM of an H100) ran L = 32K at 80% of the copy
 // bandwidth where 1024 and more ran at 67-70% (docs/benchmarks.md).
 constexpr uint32_t kDecodeTargetGroups = 512;
-constexpr uint32_t kMergeWorkgroup = 128;  // a power of two (the merge's tree reduction)
 // attention_prefill: a workgroup is row groups x head_dim / 8 threads, 8 rows per row group;
 // up to kPrefillThreads threads (at most 16 row groups: small heads would stage too many
 // query rows per thread), which keeps its shared memory under 32 KiB for every head_dim.
@@ -40,9 +40,6 @@ constexpr uint32_t kCoopmatSubgroupChoices[] = {8, 4};
 struct DecodePush {
   uint32_t num_slots, slot_stride, num_splits, group_size;
   float scale;
-};
-struct MergePush {
-  uint32_t num_splits;
 };
 struct DecodeScoresPush {
   uint32_t num_slots, group_size;
@@ -189,14 +186,13 @@ void attention_vulkan(Backend& backend, const AttentionShape& shape, const Atten
                                     : view(backend.scratch(ScratchId::AttentionLogits,
                                                            with_logits ? size_t(shape.num_q_heads) * shape.num_slots * 4 : 4));
     const View lse_out = args.lse ? args.lse : view(lse);
+    require(shape.num_kv_heads * head_blocks <= Backend::kDecodeTickets, KVC_ERROR_INTERNAL, "more query-head blocks than decode tickets");
     const DecodePush push{shape.num_slots, shape.slot_stride, num_splits, group, scale};
-    recorder.dispatch({"attention_decode", 7, sizeof(DecodePush),
+    recorder.dispatch({"attention_decode", 10, sizeof(DecodePush),
                        {kDecodeWorkgroup, dim, group_block, f16, rope.style, rope.rotary_dims, with_logits, shape.keys_rotated}},
-                      {slice(args.q), slice(args.k), slice(args.v), rope.positions, rope.turns, slice(view(partials)), slice(logits)},
+                      {slice(args.q), slice(args.k), slice(args.v), rope.positions, rope.turns, slice(view(partials)), slice(logits),
+                       slice(args.out), slice(lse_out), slice(view(backend.decode_tickets()))},
                       &push, num_splits, shape.num_kv_heads, head_blocks);
-    const MergePush merge{num_splits};
-    recorder.dispatch({"attention_merge", 3, sizeof(MergePush), {kMergeWorkgroup, dim, f16}},
-                      {slice(view(partials)), slice(args.out), slice(lse_out)}, &merge, shape.num_q_heads);
     if (args.scores) {
       const DecodeScoresPush scores_push{shape.num_slots, group};
       recorder.dispatch({"decode_scores", 3, sizeof(DecodeScoresPush), {kScoresWorkgroup}},

@@ -78,14 +78,24 @@ TEST_CASE("append_rows on Vulkan with RoPE rotates keys as the CPU does") {
     INFO("kv heads ", shape.num_kv_heads, " head_dim ", shape.head_dim, " tokens ", shape.num_tokens, " at slot ", shape.first_slot,
          " position ", shape.first_position, " style ", c.style, " rotary dims ", c.rotary_dims);
     CHECK(rest[0] == rest[1]);
-    // Each side rounds its rotation to the dtype once (f16: half an ulp, 2^-11 of the value,
-    // each); in f32 the GPU's cos and sin (error < 3e-8) and f32 products add a few 2^-24.
-    const double tolerance = shape.dtype == Dtype::F16 ? 0x1p-10 : 1e-6;
+    // A rotated element is x cos - y sin (or x sin + y cos) of its pair (x, y). The GPU's cos
+    // and sin (error < 3e-8) and f32 products err by a few 2^-24 of the pair's magnitude, not of
+    // the element, which may be near zero: 1e-6 of the magnitude bounds it. f16 adds each
+    // side's rounding of the element (half an ulp, 2^-11 of it, each).
+    const double element_rounding = shape.dtype == Dtype::F16 ? 0x1p-10 : 0.0;
+    const uint32_t dim = shape.head_dim, half_rotary = c.rotary_dims / 2;
     for (size_t i = 0; i < keys[0].size(); ++i) {
       const bool poison = std::isnan(keys[0][i]);
       CHECK(std::isnan(keys[1][i]) == poison);  // slots outside the chunk untouched
       if (poison) continue;
-      CHECK(std::fabs(keys[0][i] - keys[1][i]) <= tolerance * std::fabs(keys[0][i]) + 1e-7);
+      const uint32_t d = uint32_t(i % dim);
+      if (d >= c.rotary_dims) {
+        CHECK(keys[0][i] == keys[1][i]);  // stored as it came
+        continue;
+      }
+      const uint32_t partner = c.style == KVC_ROPE_NEOX ? (d < half_rotary ? d + half_rotary : d - half_rotary) : d ^ 1u;
+      const double magnitude = std::hypot(keys[0][i], keys[0][i - d + partner]);
+      CHECK(std::fabs(keys[0][i] - keys[1][i]) <= element_rounding * std::fabs(keys[0][i]) + 1e-6 * magnitude);
     }
   }
   CHECK(test::validation_messages() == 0);
