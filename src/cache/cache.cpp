@@ -221,6 +221,25 @@ void Cache::attend_device(uint32_t layer_index, uint32_t n_queries, View q, View
   backend_.submit();
 }
 
+bool Cache::batchable(View scores) const {
+  return !scores && !policy_->attends_itself() && !policy_->needs_scores();
+}
+
+ops::DecodeEntry Cache::decode_entry(uint32_t layer_index, View q, View out) {
+  const LayerState& layer = layers_[layer_index];
+  return {attention_shape(layer_index, 1), {q, view(*layer.k), view(*layer.v), view(*layer.positions), turn_table(), out}};
+}
+
+void Cache::finish_batched_decode(uint32_t layer_index, View q) {
+  layers_[layer_index].last_queries = 1;
+  finish_attend(layer_index, 1, q, StepScores{});
+}
+
+void Cache::record_decode(uint32_t layer_index, View q, View out, View scores) {
+  const StepScores policy_scores = record_attention(layer_index, 1, q, out, scores);
+  finish_attend(layer_index, 1, q, policy_scores);
+}
+
 StepScores Cache::record_attention(uint32_t layer_index, uint32_t n_queries, View q, View out, View scores) {
   LayerState& layer = layers_[layer_index];
   StepScores step{scores};

@@ -69,6 +69,9 @@ class Policy {
     (void)cache, (void)layer, (void)n_queries, (void)q, (void)out, (void)scores;
     return false;
   }
+  // Whether record_attention may compute attention itself: such a cache attends on its own in
+  // a batched decode (kvc_attend_batch_device) too.
+  virtual bool attends_itself() const { return false; }
 
   // Slots kvc_cache_read returns for `layer`: by default those held.
   virtual uint32_t read_slots(const Cache& cache, uint32_t layer) const;
