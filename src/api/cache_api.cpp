@@ -132,7 +132,7 @@ kvc_status kvc_attend_device(kvc_cache* cache, uint32_t layer, uint32_t n_querie
                              kvc_buffer_view out, kvc_buffer_view scores) {
   return with_cache(cache, [&](kvc::Cache& c) {
     require_dtype(c, dtype);
-    c.check_attend(layer, n_queries);
+    c.check_attend(layer, n_queries, scores.buffer != nullptr);
     const uint64_t bytes = kvc::size_product({n_queries, c.config().query_elements(), kvc::dtype_size(c.config().dtype)});
     const kvc::View q_view = kvc::api::device_view(*cache->context, q, bytes, "q");
     const kvc::View out_view = kvc::api::device_view(*cache->context, out, bytes, "out");
@@ -169,7 +169,7 @@ kvc_status kvc_attend_batch_device(kvc_context* context, uint32_t n_caches, kvc_
       for_cache(i, [&] {
         if (i == 0) require_dtype(cache, dtype);
         else require_same_shape(caches[0]->cache->config(), cache.config(), i);
-        cache.check_attend(layer, 1);
+        cache.check_attend(layer, 1, scores && scores[i].buffer);
       });
       const uint64_t bytes = kvc::size_product({cache.config().query_elements(), kvc::dtype_size(cache.config().dtype)});
       calls[i].cache = &cache;

@@ -40,7 +40,7 @@ class Cache : public Participant {
   // Throw unless `layer` can take an append of n_tokens (or an attend of n_queries) now: the
   // checks that need no data (layer, counts, capacity, size limits), run before any input is read.
   void check_append(uint32_t layer, uint32_t n_tokens) const;
-  void check_attend(uint32_t layer, uint32_t n_queries) const;
+  void check_attend(uint32_t layer, uint32_t n_queries, bool with_scores) const;
 
   // Host data in the cache dtype, laid out as kvc.h documents; checked for NaN and Inf after
   // check_append (check_attend), so a refused size never reads past what the caller holds.
