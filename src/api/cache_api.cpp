@@ -1,6 +1,7 @@
 // kvc_cache_* and kvc_attend: argument checks at the boundary, then the Cache does the work.
 #include <cstddef>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "api/buffer_view.h"
@@ -155,15 +156,16 @@ kvc_status kvc_attend_batch_device(kvc_context* context, uint32_t n_caches, kvc_
     kvc::require(caches != nullptr && q != nullptr && out != nullptr, KVC_ERROR_NULL_POINTER,
                  "kvc_attend_batch_device: caches, q or out is NULL");
     std::vector<kvc::DecodeCall> calls(n_caches);
+    std::unordered_map<const kvc_cache*, uint32_t> listed;  // each cache's first index
     for (uint32_t i = 0; i < n_caches; ++i) {
       const kvc_cache* handle = caches[i];
       kvc::require(handle != nullptr, KVC_ERROR_NULL_POINTER, [&] { return "caches[" + std::to_string(i) + "] is NULL"; });
       kvc::require(handle->context == context, KVC_ERROR_INVALID_ARGUMENT,
                    [&] { return "caches[" + std::to_string(i) + "] belongs to another context"; });
-      for (uint32_t j = 0; j < i; ++j)
-        kvc::require(caches[j] != handle, KVC_ERROR_INVALID_ARGUMENT, [&] {
-          return "caches[" + std::to_string(i) + "] is caches[" + std::to_string(j) + "] again: each cache decodes once per call";
-        });
+      const auto [first, inserted] = listed.emplace(handle, i);
+      kvc::require(inserted, KVC_ERROR_INVALID_ARGUMENT, [&] {
+        return "caches[" + std::to_string(i) + "] is caches[" + std::to_string(first->second) + "] again: each cache decodes once per call";
+      });
       kvc::Cache& cache = *handle->cache;
       const std::string name = "[" + std::to_string(i) + "]";
       for_cache(i, [&] {

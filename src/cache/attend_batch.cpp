@@ -11,7 +11,8 @@ void attend_batch_device(Backend& backend, uint32_t layer, const std::vector<Dec
   for (const DecodeCall& call : calls)
     if (call.cache->batchable(call.scores)) entries.push_back(call.cache->decode_entry(layer, call.q, call.out));
   ops::attention_batch(backend, entries);
-  // Every attention is recorded before any policy's eviction or compression changes a cache.
+  // The batched kernel reads every batched cache before any of their policies evicts or
+  // compresses; a cache on its own path attends and then runs its policy, as alone.
   for (const DecodeCall& call : calls)
     if (!call.cache->batchable(call.scores)) call.cache->record_decode(layer, call.q, call.out, call.scores);
   for (const DecodeCall& call : calls)

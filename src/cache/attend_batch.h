@@ -1,9 +1,9 @@
 // kvc_attend_batch_device's work once its arguments passed every check: one decode step of
 // `layer` for many caches of one backend in one operation (or inside the open step). The caches
 // whose policy attends through the plain op and needs no scores share the batched decode
-// kernel; the others attend on their own, as kvc_attend_device would; then each policy does
-// its per-step work (eviction, observed queries) in the caches' order. A failure puts every
-// cache back as it was.
+// kernel, then their policies do their per-step work (eviction, observed queries); the others
+// attend and do their policy's work on their own, as kvc_attend_device would. A failure puts
+// every cache back as it was (on the CPU, where work runs at once, the checks came first).
 #pragma once
 
 #include <vector>
