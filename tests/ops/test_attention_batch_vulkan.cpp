@@ -5,7 +5,6 @@
 // mixed in one batch); both the batched kernels and the per-cache fallback.
 #include <doctest/doctest.h>
 
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -19,16 +18,6 @@ namespace {
 // As test_attention_vulkan.cpp's decode: f32 within 1e-5 of the output scale (f32 sums over
 // up to 5000 slots), f16 within the two roundings of the output to f16 (2^-11 each).
 double tolerance(Dtype dtype) { return dtype == Dtype::F32 ? 1e-5 : 2e-3; }
-
-// The per-cache fallback (KVC_BATCH_DECODE=per_cache) for the guard's lifetime.
-class PerCacheFallback {
- public:
-  explicit PerCacheFallback(bool on) {
-    if (on) setenv("KVC_BATCH_DECODE", "per_cache", 1);
-    else unsetenv("KVC_BATCH_DECODE");
-  }
-  ~PerCacheFallback() { unsetenv("KVC_BATCH_DECODE"); }
-};
 
 // Cache i's length: odd, non-power-of-two and tiny ones, one long cache of 5000 slots.
 uint32_t length_of(uint32_t cache, uint32_t caches) {
@@ -57,7 +46,7 @@ void check_batch(uint32_t caches, uint32_t q_heads, uint32_t kv_heads, Dtype dty
   Backend* gpu = test::vulkan_backend();
   REQUIRE(gpu != nullptr);
   for (bool per_cache : {false, true}) {
-    const PerCacheFallback fallback(per_cache);
+    const test::BatchDecodeFallback fallback(per_cache);
     CHECK((ops::attention_batch_caches_per_dispatch(*gpu) == 0) == per_cache);
     std::vector<test::AttentionTensors> tensors;
     std::vector<ops::DecodeEntry> entries;

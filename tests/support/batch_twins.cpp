@@ -1,7 +1,5 @@
 #include "support/batch_twins.h"
 
-#include <cstdlib>
-
 namespace kvc::test {
 namespace {
 
@@ -23,15 +21,6 @@ kvc_cache_desc member_desc(const PolicyCase& member, const BatchOptions& options
   return desc;
 }
 
-// The per-cache fallback for the guard's lifetime, when asked for.
-class FallbackSetting {
- public:
-  explicit FallbackSetting(bool per_cache) {
-    if (per_cache) setenv("KVC_BATCH_DECODE", "per_cache", 1);
-  }
-  ~FallbackSetting() { unsetenv("KVC_BATCH_DECODE"); }
-};
-
 std::vector<unsigned char> read_buffer(kvc_context* context, kvc_buffer* buffer, uint64_t offset, uint64_t bytes) {
   std::vector<unsigned char> data(bytes);
   require_ok(context, kvc_buffer_read(buffer, offset, bytes, data.data()), "kvc_buffer_read");
@@ -41,7 +30,7 @@ std::vector<unsigned char> read_buffer(kvc_context* context, kvc_buffer* buffer,
 }  // namespace
 
 void check_batch_twins(kvc_backend backend, const BatchOptions& options, double batched_tolerance) {
-  const FallbackSetting fallback(options.per_cache);
+  const BatchDecodeFallback fallback(options.per_cache);
   ContextPtr context = make_context(backend);
   REQUIRE(context);
   kvc_context* ctx = context.get();
