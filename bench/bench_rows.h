@@ -7,6 +7,7 @@
 
 #include "bench_harness.h"
 #include "common/dtype.h"
+#include "ops/attention.h"
 
 namespace kvc::bench {
 
@@ -34,7 +35,18 @@ struct RowOptions {
   }
 };
 
+// An attention op's operands on the backend: random Q, K and V of `shape` (its slot stride),
+// each kv head's slots at positions 0, 1, 2, ... with RoPE, and an output.
+struct AttentionBuffers {
+  std::unique_ptr<Tensor> q, k, v, positions, turn_table, out;
+  ops::AttentionArgs args() const;
+};
+AttentionBuffers allocate_attention(Backend& backend, const ops::AttentionShape& shape);
+// What attention over `shape` must move: K and V of its slots once, Q in and O out.
+double attention_bytes(const ops::AttentionShape& shape);
+
 void add_attention_rows(Backend& backend, const Timing& timing, const RowOptions& options, Report& report);
+void add_decode_batch_rows(Backend& backend, const Timing& timing, const RowOptions& options, Report& report);
 void add_policy_rows(Backend& backend, const Timing& timing, const RowOptions& options, Report& report);
 void add_fourier_rows(Backend& backend, const Timing& timing, const RowOptions& options, Report& report);
 // Through the public C API on a context of its own (Vulkan), timed on the wall clock.

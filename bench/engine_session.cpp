@@ -119,6 +119,32 @@ double EngineSession::run_step(kvc_cache* cache, EnginePath path, uint32_t n, bo
   return gpu_us;
 }
 
+double EngineSession::run_batch_step(const std::vector<kvc_cache*>& caches, bool batched) {
+  const uint32_t count = static_cast<uint32_t>(caches.size());
+  const uint64_t query_bytes = uint64_t(shape_.q_heads) * shape_.head_dim * sizeof(uint16_t);
+  require(uint64_t(count) * query_bytes <= out_host_.size() * sizeof(uint16_t), KVC_ERROR_CAPACITY,
+          "run_batch_step: more caches than the session's output buffer holds rows");
+  // Every cache reads the same query; each writes its own output row.
+  const kvc_buffer_view kv{kv_.get(), 0}, no_scores{nullptr, 0};
+  const std::vector<kvc_buffer_view> queries(count, kvc_buffer_view{q_.get(), 0});
+  std::vector<kvc_buffer_view> outputs;
+  for (uint32_t i = 0; i < count; ++i) outputs.push_back({out_.get(), i * query_bytes});
+  check(kvc_step_begin(context_.get()), "kvc_step_begin");
+  for (uint32_t layer = 0; layer < shape_.layers; ++layer) {
+    for (kvc_cache* cache : caches) check(kvc_cache_append_device(cache, layer, 1, KVC_DTYPE_F16, kv, kv), "kvc_cache_append_device");
+    if (batched) {
+      check(kvc_attend_batch_device(context_.get(), count, caches.data(), layer, KVC_DTYPE_F16, queries.data(), outputs.data(), nullptr),
+            "kvc_attend_batch_device");
+      continue;
+    }
+    for (uint32_t i = 0; i < count; ++i)
+      check(kvc_attend_device(caches[i], layer, 1, KVC_DTYPE_F16, queries[i], outputs[i], no_scores), "kvc_attend_device");
+  }
+  check(kvc_step_end(context_.get()), "kvc_step_end");
+  check(kvc_step_wait(context_.get(), UINT64_MAX), "kvc_step_wait");
+  return last_submission_gpu_us();
+}
+
 double EngineSession::end_prefill(kvc_cache* cache) {
   check(kvc_cache_end_prefill(cache), "kvc_cache_end_prefill");
   return last_submission_gpu_us();

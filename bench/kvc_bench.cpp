@@ -82,6 +82,7 @@ int run(int argc, char** argv) {
   const bool small_device = backend->device().properties().deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU || options.quick;
   report.copy_gbps = copy_bandwidth_gbps(*backend, timing, small_device ? (size_t(64) << 20) : (size_t(1) << 30));
   add_attention_rows(*backend, timing, options, report);
+  add_decode_batch_rows(*backend, timing, options, report);
   add_policy_rows(*backend, timing, options, report);
   add_fourier_rows(*backend, timing, options, report);
   add_engine_rows(timing, options, report);

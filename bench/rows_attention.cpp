@@ -11,16 +11,61 @@
 #include <vector>
 
 #include "bench_rows.h"
-#include "ops/attention.h"
 
 namespace kvc::bench {
 namespace {
 
-struct AttentionBuffers {
-  std::unique_ptr<Tensor> q, k, v, positions, turn_table, out;
-};
+double time_buffers(Backend& backend, const Timing& timing, const ops::AttentionShape& shape, const AttentionBuffers& b) {
+  const ops::AttentionArgs args = b.args();
+  return median_us(backend, timing, [&] { ops::attention(backend, shape, args); });
+}
 
-AttentionBuffers allocate(Backend& backend, const ops::AttentionShape& shape) {
+std::string shape_text(const ops::AttentionShape& shape) {
+  return "L=" + std::to_string(shape.num_slots) + " n=" + std::to_string(shape.num_queries) + " qh=" +
+         std::to_string(shape.num_q_heads) + " kvh=" + std::to_string(shape.num_kv_heads) + " d=" + std::to_string(shape.head_dim);
+}
+
+Row time_attention(Backend& backend, const Timing& timing, const ops::AttentionShape& shape, const char* name) {
+  Row row;
+  row.name = name;
+  row.shape = shape_text(shape);
+  row.dtype = dtype_name(shape.dtype);
+  row.median_us = time_buffers(backend, timing, shape, allocate_attention(backend, shape));
+  row.bytes = attention_bytes(shape);
+  return row;
+}
+
+// One point of the sweep: `allocations` sets of buffers, each kept while the next is made (so
+// each lands somewhere new), each timed alone, twice in a row: a slow first timing and a fast
+// second tells a state the GPU left (clocks after the host's input preparation) from a slow
+// allocation. Both times of each allocation go to stderr; the row takes the second.
+Row time_allocations(Backend& backend, const Timing& timing, const ops::AttentionShape& shape, int allocations) {
+  std::vector<AttentionBuffers> kept;
+  std::vector<double> times;
+  std::string both;
+  for (int i = 0; i < allocations; ++i) {
+    kept.push_back(allocate_attention(backend, shape));
+    const double first = time_buffers(backend, timing, shape, kept.back());
+    times.push_back(time_buffers(backend, timing, shape, kept.back()));
+    both += " " + std::to_string(int(first)) + "/" + std::to_string(int(times.back()));
+  }
+  std::fprintf(stderr, "kvc-bench: decode_sweep %s %s: first/second us per allocation:%s\n", shape_text(shape).c_str(),
+               dtype_name(shape.dtype), both.c_str());
+  std::sort(times.begin(), times.end());
+  Row row;
+  row.name = "decode_sweep";
+  row.shape = shape_text(shape) + " stride=" + std::to_string(shape.slot_stride) + " allocs=" + std::to_string(allocations);
+  row.dtype = dtype_name(shape.dtype);
+  row.median_us = times[times.size() / 2];
+  row.min_us = times.front();
+  row.max_us = times.back();
+  row.bytes = attention_bytes(shape);
+  return row;
+}
+
+}  // namespace
+
+AttentionBuffers allocate_attention(Backend& backend, const ops::AttentionShape& shape) {
   const size_t elem = dtype_size(shape.dtype);
   const size_t kv_bytes = size_t(shape.num_kv_heads) * shape.slot_stride * shape.head_dim * elem;
   const size_t q_bytes = size_t(shape.num_queries) * shape.num_q_heads * shape.head_dim * elem;
@@ -43,15 +88,8 @@ AttentionBuffers allocate(Backend& backend, const ops::AttentionShape& shape) {
   return buffers;
 }
 
-double time_buffers(Backend& backend, const Timing& timing, const ops::AttentionShape& shape, const AttentionBuffers& b) {
-  const ops::AttentionArgs args{view(*b.q), view(*b.k), view(*b.v), view(*b.positions),
-                                b.turn_table ? view(*b.turn_table) : View{}, view(*b.out), View{}};
-  return median_us(backend, timing, [&] { ops::attention(backend, shape, args); });
-}
-
-std::string shape_text(const ops::AttentionShape& shape) {
-  return "L=" + std::to_string(shape.num_slots) + " n=" + std::to_string(shape.num_queries) + " qh=" +
-         std::to_string(shape.num_q_heads) + " kvh=" + std::to_string(shape.num_kv_heads) + " d=" + std::to_string(shape.head_dim);
+ops::AttentionArgs AttentionBuffers::args() const {
+  return {view(*q), view(*k), view(*v), view(*positions), turn_table ? view(*turn_table) : View{}, view(*out)};
 }
 
 double attention_bytes(const ops::AttentionShape& shape) {
@@ -59,46 +97,6 @@ double attention_bytes(const ops::AttentionShape& shape) {
   return 2.0 * shape.num_kv_heads * shape.num_slots * shape.head_dim * elem +  // K and V, once
          2.0 * shape.num_queries * shape.num_q_heads * shape.head_dim * elem;  // Q in, O out
 }
-
-Row time_attention(Backend& backend, const Timing& timing, const ops::AttentionShape& shape, const char* name) {
-  Row row;
-  row.name = name;
-  row.shape = shape_text(shape);
-  row.dtype = dtype_name(shape.dtype);
-  row.median_us = time_buffers(backend, timing, shape, allocate(backend, shape));
-  row.bytes = attention_bytes(shape);
-  return row;
-}
-
-// One point of the sweep: `allocations` sets of buffers, each kept while the next is made (so
-// each lands somewhere new), each timed alone, twice in a row: a slow first timing and a fast
-// second tells a state the GPU left (clocks after the host's input preparation) from a slow
-// allocation. Both times of each allocation go to stderr; the row takes the second.
-Row time_allocations(Backend& backend, const Timing& timing, const ops::AttentionShape& shape, int allocations) {
-  std::vector<AttentionBuffers> kept;
-  std::vector<double> times;
-  std::string both;
-  for (int i = 0; i < allocations; ++i) {
-    kept.push_back(allocate(backend, shape));
-    const double first = time_buffers(backend, timing, shape, kept.back());
-    times.push_back(time_buffers(backend, timing, shape, kept.back()));
-    both += " " + std::to_string(int(first)) + "/" + std::to_string(int(times.back()));
-  }
-  std::fprintf(stderr, "kvc-bench: decode_sweep %s %s: first/second us per allocation:%s\n", shape_text(shape).c_str(),
-               dtype_name(shape.dtype), both.c_str());
-  std::sort(times.begin(), times.end());
-  Row row;
-  row.name = "decode_sweep";
-  row.shape = shape_text(shape) + " stride=" + std::to_string(shape.slot_stride) + " allocs=" + std::to_string(allocations);
-  row.dtype = dtype_name(shape.dtype);
-  row.median_us = times[times.size() / 2];
-  row.min_us = times.front();
-  row.max_us = times.back();
-  row.bytes = attention_bytes(shape);
-  return row;
-}
-
-}  // namespace
 
 void add_attention_rows(Backend& backend, const Timing& timing, const RowOptions& options, Report& report) {
   const bool quick = options.quick;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "bench_rows.h"
 #include "engine_session.h"
@@ -205,6 +206,28 @@ void add_decode_rows(EngineSession& session, const EngineSizes& sizes, const Row
     }
 }
 
+// One decode step of B FULL caches of L = 4K (--quick: the first decode length) in one step,
+// each layer attended by one kvc_attend_batch_device ("batch") or by one kvc_attend_device per
+// cache ("per_cache", what an engine did before); B = 1, 8, 32 (issue 15's rows). Its floor is
+// B times one cache's.
+void add_decode_batch_rows(EngineSession& session, const EngineSizes& sizes, const RowOptions& options, Report& report) {
+  const uint32_t length = sizes.decode_lengths.front();
+  for (uint32_t batch : {1u, 8u, 32u})
+    for (bool batched : {true, false}) {
+      const std::string shape = shape_text(kFull, length, 1, sizes.shape, EnginePath::Step) + " B=" + std::to_string(batch) +
+                                (batched ? " batch" : " per_cache");
+      add_row(report, session, options, "engine_decode_batch", shape, batch * bytes_moved(sizes.shape, length, 1), [&] {
+        std::vector<CachePtr> caches;
+        std::vector<kvc_cache*> handles;
+        for (uint32_t i = 0; i < batch; ++i) {
+          caches.push_back(decode_cache(session, kFull, length, sizes.decode_repetitions));
+          handles.push_back(caches.back().get());
+        }
+        return median_wall_us(sizes.decode_repetitions, nullptr, [&] { return session.run_batch_step(handles, batched); });
+      });
+    }
+}
+
 // A chunk over a cache holding prefill_length - chunk tokens, refilled before every run, so
 // that each run appends and attends the same chunk; SNAPKV's runs end the prefill too (its
 // selection of budget min(1024, L / 4) tokens per layer, the paper's 1024 at L = 32K).
@@ -244,12 +267,13 @@ void add_end_prefill_rows(EngineSession& session, const EngineSizes& sizes, cons
 }  // namespace
 
 void add_engine_rows(const Timing& timing, const RowOptions& options, Report& report) {
-  const bool decode = options.wants("engine_decode"), prefill = options.wants("engine_prefill"),
+  const bool decode = options.wants("engine_decode"), batch = options.wants("engine_decode_batch"), prefill = options.wants("engine_prefill"),
              end_prefill = options.wants("engine_end_prefill");
-  if (!decode && !prefill && !end_prefill) return;
+  if (!decode && !batch && !prefill && !end_prefill) return;
   const EngineSizes sizes = sizes_for(timing, options.quick);
   EngineSession session(sizes.shape, sizes.chunk);
   if (decode) add_decode_rows(session, sizes, options, report);
+  if (batch) add_decode_batch_rows(session, sizes, options, report);
   if (prefill) add_prefill_rows(session, sizes, options, report);
   if (end_prefill) add_end_prefill_rows(session, sizes, options, report);
 }

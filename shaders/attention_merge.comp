@@ -1,7 +1,7 @@
 #version 450
-// Flash-decoding, pass 2, for the kernels that leave it to a dispatch of its own (FourierAttention's
-// partials; attention_decode merges its own): combines the splits' partials of one query head
-// into the output and its log-sum-exp. One workgroup per query head.
+// Flash-decoding, pass 2, for the split-K kernels that leave their merge to a dispatch of its
+// own (fourier_attention's partials; attention_decode merges its own): one workgroup per query
+// head, which writes the output and its log-sum-exp.
 #extension GL_GOOGLE_include_directive : require
 
 layout(local_size_x_id = 0) in;  // a power of two
@@ -16,6 +16,10 @@ layout(binding = 2) writeonly buffer Lse { float lse[]; };
 
 layout(push_constant) uniform Push { uint num_splits; } push;
 
-#include "merge_partials.glsl"
+#define KVC_MERGE_OUT_WORDS out_words
+#include "merge_splits.glsl"
 
-void main() { merge_head(gl_WorkGroupID.x, push.num_splits); }
+void main() {
+  const uint head = gl_WorkGroupID.x;
+  merge_splits(head * push.num_splits, push.num_splits, head, head);
+}

@@ -76,14 +76,18 @@ def flash():
     return sdpa_kernel(SDPBackend.FLASH_ATTENTION)
 
 
-def decode_preallocated(s, length, repetitions, backend=flash):
-    """One decode token per run into a preallocated [layers][1][kv_heads][capacity][d] cache: the
-    first run makes it hold `length` slots, and each run adds one, as kvc-bench's FULL rows."""
+def decode_preallocated(s, length, repetitions, backend=flash, batch=1, per_sequence=False):
+    """One decode token per run into a preallocated [layers][batch][kv_heads][capacity][d] cache:
+    the first run makes it hold `length` slots, and each run adds one, as kvc-bench's FULL rows.
+    A batch of sequences attends in one batched SDPA call per layer, or with per_sequence in one
+    call per sequence (kvc-bench's engine_decode_batch "batch" and "per_cache")."""
     capacity = length + MAX_WARMUP_RUNS + repetitions
-    k_cache = random(s["layers"], 1, s["kv_heads"], capacity, s["dim"])
-    v_cache = random(s["layers"], 1, s["kv_heads"], capacity, s["dim"])
-    q, k_new, v_new = inputs(s, 1)
+    k_cache = random(s["layers"], batch, s["kv_heads"], capacity, s["dim"])
+    v_cache = random(s["layers"], batch, s["kv_heads"], capacity, s["dim"])
+    q = random(batch, s["q_heads"], 1, s["dim"])
+    k_new, v_new = random(batch, s["kv_heads"], 1, s["dim"]), random(batch, s["kv_heads"], 1, s["dim"])
     held = [length - 1]
+    sequences = [slice(b, b + 1) for b in range(batch)] if per_sequence else [slice(0, batch)]
 
     def token():
         position = held[0]
@@ -91,8 +95,9 @@ def decode_preallocated(s, length, repetitions, backend=flash):
             for layer in range(s["layers"]):
                 k_cache[layer, :, :, position:position + 1] = k_new
                 v_cache[layer, :, :, position:position + 1] = v_new
-                F.scaled_dot_product_attention(q, k_cache[layer, :, :, :position + 1],
-                                               v_cache[layer, :, :, :position + 1], enable_gqa=True)
+                for rows in sequences:
+                    F.scaled_dot_product_attention(q[rows], k_cache[layer, rows, :, :position + 1],
+                                                   v_cache[layer, rows, :, :position + 1], enable_gqa=True)
         torch.cuda.synchronize()
         held[0] += 1
 
@@ -149,6 +154,15 @@ def engine_rows(quick, keep=lambda name: True):
             us = median_wall_us(decode_preallocated(s, length, decode_reps), decode_reps)
             rows.append(row("engine_decode", s, length, 1, us))
             torch.cuda.empty_cache()
+    if keep("engine_decode_batch"):
+        length = s["decode_lengths"][0]
+        for batch in (1, 8, 32):
+            for per_sequence in (False, True):
+                us = median_wall_us(decode_preallocated(s, length, decode_reps, batch=batch, per_sequence=per_sequence),
+                                    decode_reps)
+                rows.append({"name": "engine_decode_batch", "dtype": "f16", "us": us, "bytes": batch * bytes_moved(s, length, 1),
+                             "shape": shape_text(s, length, 1) + f" B={batch} " + ("per_cache" if per_sequence else "batch")})
+                torch.cuda.empty_cache()
     if keep("engine_decode_default"):
         length = s["decode_lengths"][0]
         us = median_wall_us(decode_preallocated(s, length, decode_reps, contextlib.nullcontext), decode_reps)

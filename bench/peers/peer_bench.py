@@ -61,6 +61,23 @@ def attention_row(name, length, queries, dtype, q_heads=32, kv_heads=8, dim=128)
             "us": median_us(step), "bytes": 2.0 * kv_heads * length * dim * elem + 2.0 * queries * q_heads * dim * elem}
 
 
+def decode_batch_row(name, batch, length, per_cache, q_heads=32, kv_heads=8, dim=128):
+    """One decode query for each of `batch` sequences of `length` (f16): one batched SDPA call, or
+    with per_cache one call per sequence, as kvc-bench's decode_batch and decode_batch_per_cache."""
+    q = torch.rand(batch, q_heads, 1, dim, device="cuda", dtype=torch.float16) * 2 - 1
+    k = torch.rand(batch, kv_heads, length, dim, device="cuda", dtype=torch.float16) * 2 - 1
+    v = torch.rand_like(k)
+    if per_cache:
+        def step():
+            for b in range(batch):
+                F.scaled_dot_product_attention(q[b:b + 1], k[b:b + 1], v[b:b + 1], enable_gqa=True)
+    else:
+        step = lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+    elem = q.element_size()
+    return {"name": name, "shape": f"B={batch} L={length} qh={q_heads} kvh={kv_heads} d={dim} full", "dtype": "f16",
+            "us": median_us(step), "bytes": batch * (2.0 * kv_heads * length * dim * elem + 2.0 * q_heads * dim * elem)}
+
+
 def wanted(name, only):
     """As kvc-bench's --only: a row runs when its name starts with one of the prefixes (all without)."""
     return not only or any(name.startswith(prefix) for prefix in only)
@@ -96,6 +113,10 @@ def main():
         for dtype in ("f16", "f32"):
             for length in lengths:
                 rows.append(attention_row("decode_attention", length, 1, dtype))
+    for name, per_cache in (("decode_batch", False), ("decode_batch_per_cache", True)):
+        if wanted(name, args.only):
+            for batch in (1, 8, 32):
+                rows.append(decode_batch_row(name, batch, 256 if args.quick else 4096, per_cache))
     queries = 128 if args.quick else 2048
     if wanted("prefill_attention", args.only):
         for cached in ([1024] if args.quick else [32768, 4096, 131072]):

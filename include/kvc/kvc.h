@@ -550,6 +550,28 @@ KVC_API kvc_status kvc_cache_append_device(kvc_cache* cache, uint32_t layer, uin
 KVC_API kvc_status kvc_attend_device(kvc_cache* cache, uint32_t layer, uint32_t n_queries, kvc_dtype dtype,
                                      kvc_buffer_view q, kvc_buffer_view out, kvc_buffer_view scores);
 
+/* The most caches one kvc_attend_batch_device call takes. */
+#define KVC_ATTEND_BATCH_MAX_CACHES 4096u
+
+/* One decode step of `layer` for n_caches caches of `context` at once: for each i, what
+ * kvc_attend_device(caches[i], layer, 1, dtype, q[i], out[i], scores ? scores[i] : no view)
+ * does, the query being the newest token each cache appended. The caches share num_q_heads,
+ * num_kv_heads, head_dim, dtype and RoPE; each keeps its own length and policy, and each
+ * policy does its per-step work (eviction, ...) after the attention as kvc_attend_device does.
+ * On Vulkan, the caches whose attention is the plain op (every policy but FAEDKV and FOURIER)
+ * and that need no scores (none asked for, none read by their policy: H2O, TOVA, TreeKV, ...
+ * read them) share one decode dispatch and one merge dispatch per group: the device's
+ * descriptor limits set a group's size (lavapipe 7 caches, most GPUs 32), and caches that store
+ * keys rotated (FULL with RoPE) group apart from those that rotate them as read. The other
+ * caches attend on their own inside the same call. `scores` may be NULL, or hold views with a
+ * NULL buffer for none. Every check runs before anything changes, and a message names the
+ * failing index: n_caches from 1 to KVC_ATTEND_BATCH_MAX_CACHES, no NULL pointer, every cache
+ * of `context` and listed once, caches[0]'s dtype, the others' shape alike, each cache's
+ * kvc_attend_device checks, then the views'. */
+KVC_API kvc_status kvc_attend_batch_device(kvc_context* context, uint32_t n_caches, kvc_cache* const* caches, uint32_t layer,
+                                           kvc_dtype dtype, const kvc_buffer_view* q, const kvc_buffer_view* out,
+                                           const kvc_buffer_view* scores);
+
 /* ---------------------------------------------------------------- steps: one submission per model step */
 
 /* A step records the work of many calls (every layer's append and attend, the policies'

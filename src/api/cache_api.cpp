@@ -1,8 +1,12 @@
 // kvc_cache_* and kvc_attend: argument checks at the boundary, then the Cache does the work.
 #include <cstddef>
+#include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "api/buffer_view.h"
 #include "api/handles.h"
+#include "cache/attend_batch.h"
 #include "policies/faedkv.h"
 #include "policies/observation_window.h"
 
@@ -22,6 +26,33 @@ void require_dtype(const kvc::Cache& cache, kvc_dtype dtype) {
   kvc::require(static_cast<uint32_t>(dtype) == static_cast<uint32_t>(stored), KVC_ERROR_DTYPE_MISMATCH,
                [&] { return std::string("data passed as ") + (dtype == KVC_DTYPE_F16 ? "f16" : dtype == KVC_DTYPE_F32 ? "f32" : "an unknown dtype") +
                    ", but the cache stores " + kvc::dtype_name(stored); });
+}
+
+// Throws unless caches[index] has caches[0]'s shape: heads, head_dim, dtype and RoPE.
+void require_same_shape(const kvc::CacheConfig& first, const kvc::CacheConfig& other, uint32_t index) {
+  const auto field = [&](const char* name, uint64_t expected, uint64_t got) {
+    kvc::require(expected == got, KVC_ERROR_INVALID_ARGUMENT, [&] {
+      return "caches[" + std::to_string(index) + "] has " + name + " " + std::to_string(got) + " but caches[0] has " +
+             std::to_string(expected) + ": a batch shares its caches' shape";
+    });
+  };
+  field("num_q_heads", first.num_q_heads, other.num_q_heads);
+  field("num_kv_heads", first.num_kv_heads, other.num_kv_heads);
+  field("head_dim", first.head_dim, other.head_dim);
+  field("dtype", static_cast<uint64_t>(first.dtype), static_cast<uint64_t>(other.dtype));
+  kvc::require(first.rope == other.rope, KVC_ERROR_INVALID_ARGUMENT, [&] {
+    return "caches[" + std::to_string(index) + "] has other RoPE settings (style, rotary dims, theta) than caches[0]";
+  });
+}
+
+// `body`'s failure with "caches[index]: " before its message.
+template <typename Body>
+void for_cache(uint32_t index, Body&& body) {
+  try {
+    body();
+  } catch (const kvc::Error& error) {
+    throw kvc::Error(error.status(), "caches[" + std::to_string(index) + "]: " + error.what());
+  }
 }
 
 }  // namespace
@@ -102,7 +133,7 @@ kvc_status kvc_attend_device(kvc_cache* cache, uint32_t layer, uint32_t n_querie
                              kvc_buffer_view out, kvc_buffer_view scores) {
   return with_cache(cache, [&](kvc::Cache& c) {
     require_dtype(c, dtype);
-    c.check_attend(layer, n_queries);
+    c.check_attend(layer, n_queries, scores.buffer != nullptr);
     const uint64_t bytes = kvc::size_product({n_queries, c.config().query_elements(), kvc::dtype_size(c.config().dtype)});
     const kvc::View q_view = kvc::api::device_view(*cache->context, q, bytes, "q");
     const kvc::View out_view = kvc::api::device_view(*cache->context, out, bytes, "out");
@@ -110,6 +141,47 @@ kvc_status kvc_attend_device(kvc_cache* cache, uint32_t layer, uint32_t n_querie
     const uint64_t score_bytes = kvc::size_product({c.config().num_kv_heads, c.layer(layer).slots_held, sizeof(float)});
     const kvc::View scores_view = scores.buffer ? kvc::api::device_view(*cache->context, scores, score_bytes, "scores") : kvc::View{};
     c.attend_device(layer, n_queries, q_view, out_view, scores_view);
+  });
+}
+
+kvc_status kvc_attend_batch_device(kvc_context* context, uint32_t n_caches, kvc_cache* const* caches, uint32_t layer,
+                                   kvc_dtype dtype, const kvc_buffer_view* q, const kvc_buffer_view* out,
+                                   const kvc_buffer_view* scores) {
+  if (!context) return KVC_ERROR_NULL_POINTER;
+  return guarded(context, nullptr, [&] {
+    kvc::require(n_caches >= 1 && n_caches <= KVC_ATTEND_BATCH_MAX_CACHES, KVC_ERROR_INVALID_ARGUMENT, [&] {
+      return "kvc_attend_batch_device: n_caches is " + std::to_string(n_caches) + "; it must be 1 to " +
+             std::to_string(KVC_ATTEND_BATCH_MAX_CACHES);
+    });
+    kvc::require(caches != nullptr && q != nullptr && out != nullptr, KVC_ERROR_NULL_POINTER,
+                 "kvc_attend_batch_device: caches, q or out is NULL");
+    std::vector<kvc::DecodeCall> calls(n_caches);
+    std::unordered_map<const kvc_cache*, uint32_t> listed;  // each cache's first index
+    for (uint32_t i = 0; i < n_caches; ++i) {
+      const kvc_cache* handle = caches[i];
+      kvc::require(handle != nullptr, KVC_ERROR_NULL_POINTER, [&] { return "caches[" + std::to_string(i) + "] is NULL"; });
+      kvc::require(handle->context == context, KVC_ERROR_INVALID_ARGUMENT,
+                   [&] { return "caches[" + std::to_string(i) + "] belongs to another context"; });
+      const auto [first, inserted] = listed.emplace(handle, i);
+      kvc::require(inserted, KVC_ERROR_INVALID_ARGUMENT, [&] {
+        return "caches[" + std::to_string(i) + "] is caches[" + std::to_string(first->second) + "] again: each cache decodes once per call";
+      });
+      kvc::Cache& cache = *handle->cache;
+      const std::string name = "[" + std::to_string(i) + "]";
+      for_cache(i, [&] {
+        if (i == 0) require_dtype(cache, dtype);
+        else require_same_shape(caches[0]->cache->config(), cache.config(), i);
+        cache.check_attend(layer, 1, scores && scores[i].buffer);
+      });
+      const uint64_t bytes = kvc::size_product({cache.config().query_elements(), kvc::dtype_size(cache.config().dtype)});
+      calls[i].cache = &cache;
+      calls[i].q = kvc::api::device_view(*context, q[i], bytes, ("q" + name).c_str());
+      calls[i].out = kvc::api::device_view(*context, out[i], bytes, ("out" + name).c_str());
+      const uint64_t score_bytes = kvc::size_product({cache.config().num_kv_heads, cache.layer(layer).slots_held, sizeof(float)});
+      if (scores && scores[i].buffer)
+        calls[i].scores = kvc::api::device_view(*context, scores[i], score_bytes, ("scores" + name).c_str());
+    }
+    kvc::attend_batch_device(*context->backend, layer, calls);
   });
 }
 

@@ -54,6 +54,7 @@ enum class ScratchId : uint32_t {
   AttentionLse,
   AttentionLogits,
   AttentionKeys,  // keys rotated once per call for the cooperative-matrix prefill
+  AttentionBatchTable,  // batched decode: each cache's slots and splits, each split's cache
   WindowQuery,
   WindowLogits,
   WindowPartials,

@@ -105,7 +105,7 @@ void Cache::check_append(uint32_t layer_index, uint32_t n_tokens) const {
   policy_->check_append(*this, layer_index, n_tokens);
 }
 
-void Cache::check_attend(uint32_t layer_index, uint32_t n_queries) const {
+void Cache::check_attend(uint32_t layer_index, uint32_t n_queries, bool with_scores) const {
   check_layer(layer_index);
   require(n_queries >= 1, KVC_ERROR_INVALID_ARGUMENT, "n_queries is 0");
   const LayerState& layer = layers_[layer_index];
@@ -122,6 +122,7 @@ void Cache::check_attend(uint32_t layer_index, uint32_t n_queries) const {
                           " query heads x head_dim " + std::to_string(config_.head_dim) + " x " + std::to_string(dtype_size(config_.dtype)) +
                           " bytes)";
                  });
+  policy_->check_attend(*this, layer_index, n_queries, with_scores);
 }
 
 void Cache::append_host(uint32_t layer_index, uint32_t n_tokens, const void* k, const void* v) {
@@ -192,7 +193,7 @@ ops::AttentionShape Cache::attention_shape(uint32_t layer_index, uint32_t n_quer
 }
 
 void Cache::attend_host(uint32_t layer_index, uint32_t n_queries, const void* q, void* out, float* scores) {
-  check_attend(layer_index, n_queries);
+  check_attend(layer_index, n_queries, scores != nullptr);
   require(q != nullptr && out != nullptr, KVC_ERROR_NULL_POINTER, "kvc_attend: q or out is NULL");
   require(!backend_.in_external_step(), KVC_ERROR_BAD_STATE,
           "kvc_attend writes host memory, which a step recorded into the application's command buffer cannot: "
@@ -219,6 +220,25 @@ void Cache::attend_device(uint32_t layer_index, uint32_t n_queries, View q, View
   const StepScores policy_scores = record_attention(layer_index, n_queries, q, out, scores);
   finish_attend(layer_index, n_queries, q, policy_scores);
   backend_.submit();
+}
+
+bool Cache::batchable(View scores) const {
+  return !scores && !policy_->attends_itself() && !policy_->needs_scores();
+}
+
+ops::DecodeEntry Cache::decode_entry(uint32_t layer_index, View q, View out) {
+  const LayerState& layer = layers_[layer_index];
+  return {attention_shape(layer_index, 1), {q, view(*layer.k), view(*layer.v), view(*layer.positions), turn_table(), out}};
+}
+
+void Cache::finish_batched_decode(uint32_t layer_index, View q) {
+  layers_[layer_index].last_queries = 1;
+  finish_attend(layer_index, 1, q, StepScores{});
+}
+
+void Cache::record_decode(uint32_t layer_index, View q, View out, View scores) {
+  const StepScores policy_scores = record_attention(layer_index, 1, q, out, scores);
+  finish_attend(layer_index, 1, q, policy_scores);
 }
 
 StepScores Cache::record_attention(uint32_t layer_index, uint32_t n_queries, View q, View out, View scores) {

@@ -13,6 +13,7 @@
 #include "backend/backend.h"
 #include "cache/cache_config.h"
 #include "ops/attention.h"
+#include "ops/attention_batch.h"
 #include "policies/policy.h"
 
 namespace kvc {
@@ -39,7 +40,7 @@ class Cache : public Participant {
   // Throw unless `layer` can take an append of n_tokens (or an attend of n_queries) now: the
   // checks that need no data (layer, counts, capacity, size limits), run before any input is read.
   void check_append(uint32_t layer, uint32_t n_tokens) const;
-  void check_attend(uint32_t layer, uint32_t n_queries) const;
+  void check_attend(uint32_t layer, uint32_t n_queries, bool with_scores) const;
 
   // Host data in the cache dtype, laid out as kvc.h documents; checked for NaN and Inf after
   // check_append (check_attend), so a refused size never reads past what the caller holds.
@@ -49,6 +50,15 @@ class Cache : public Participant {
   // first, and then checked the views' extent, which needs the sizes those checks bound.
   void append_device(uint32_t layer, uint32_t n_tokens, View k, View v);
   void attend_device(uint32_t layer, uint32_t n_queries, View q, View out, View scores);
+  // Batched decode (cache/attend_batch.h), inside an operation the caller began: the cache
+  // joins it (enlist), then either its decode runs in the batch's kernel (batchable: the
+  // policy's attention is the plain op and it needs no scores) and finish_batched_decode does
+  // the rest of attend_device's work, or record_decode does all of it on its own.
+  void enlist() { backend_.enlist(*this); }
+  bool batchable(View scores) const;
+  ops::DecodeEntry decode_entry(uint32_t layer, View q, View out);
+  void finish_batched_decode(uint32_t layer, View q);
+  void record_decode(uint32_t layer, View q, View out, View scores);
   void read(uint32_t layer, uint32_t max_slots, void* k, void* v, int32_t* positions);
   void reset();
   // Tells the policy the prompt is complete (kvc_cache_end_prefill).

@@ -10,18 +10,13 @@
 #include <cstring>
 
 #include "ops/attention.h"
+#include "ops/decode_split_vulkan.h"
 #include "ops/rotated_reads_vulkan.h"
 #include "vulkan/device.h"
 
 namespace kvc::ops {
 namespace {
 
-constexpr uint32_t kDecodeWorkgroup = 128;
-constexpr uint32_t kDecodePasses = 4;      // shaders/attention_decode.comp's PASSES
-constexpr uint32_t kDecodeGroupBlock = 8;   // query heads sharing one read of K/V per workgroup
-// Workgroups per decode dispatch: 512 (4 per SM of an H100) ran L = 32K at 80% of the copy
-// bandwidth where 1024 and more ran at 67-70% (docs/benchmarks.md).
-constexpr uint32_t kDecodeTargetGroups = 512;
 // attention_prefill: a workgroup is row groups x head_dim / 8 threads, 8 rows per row group;
 // up to kPrefillThreads threads (at most 16 row groups: small heads would stage too many
 // query rows per thread), which keeps its shared memory under 32 KiB for every head_dim.
@@ -162,16 +157,8 @@ void attention_vulkan(Backend& backend, const AttentionShape& shape, const Atten
   }
 
   if (decode) {
-    // The largest divisor of the group up to kDecodeGroupBlock: every head of a block is real,
-    // so the shader's register arrays are only ever indexed by constants.
-    uint32_t group_block = std::min(group, kDecodeGroupBlock);
-    while (group % group_block != 0) --group_block;
-    const uint32_t head_blocks = group / group_block;
-    // As the shader's TILE: a key is read by head_dim / (elements per 16 bytes) threads at
-    // once, and a tile is kDecodePasses such passes. Split s takes tiles s, s + num_splits, ...
-    const uint32_t tile = kDecodePasses * (kDecodeWorkgroup / (dim / (f16 ? 8 : 4)));
-    const uint32_t tiles = (shape.num_slots + tile - 1) / tile;
-    const uint32_t num_splits = std::min(tiles, std::max(1u, kDecodeTargetGroups / (shape.num_kv_heads * head_blocks)));
+    const DecodeBlocks blocks = decode_blocks(shape);
+    const uint32_t num_splits = std::min(decode_tiles(shape, blocks), decode_split_budget(shape, blocks));
     Tensor& partials = backend.scratch(ScratchId::AttentionPartials, size_t(shape.num_q_heads) * num_splits * (dim + 2) * 4);
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));
     // With scores, the decode kernel also writes every (query head, slot) logit, so the scores
@@ -186,13 +173,13 @@ void attention_vulkan(Backend& backend, const AttentionShape& shape, const Atten
                                     : view(backend.scratch(ScratchId::AttentionLogits,
                                                            with_logits ? size_t(shape.num_q_heads) * shape.num_slots * 4 : 4));
     const View lse_out = args.lse ? args.lse : view(lse);
-    require(shape.num_kv_heads * head_blocks <= Backend::kDecodeTickets, KVC_ERROR_INTERNAL, "more query-head blocks than decode tickets");
+    require(shape.num_kv_heads * blocks.head_blocks <= Backend::kDecodeTickets, KVC_ERROR_INTERNAL, "more query-head blocks than decode tickets");
     const DecodePush push{shape.num_slots, shape.slot_stride, num_splits, group, scale};
     recorder.dispatch({"attention_decode", 10, sizeof(DecodePush),
-                       {kDecodeWorkgroup, dim, group_block, f16, rope.style, rope.rotary_dims, with_logits, shape.keys_rotated}},
+                       {kDecodeWorkgroup, dim, blocks.group_block, f16, rope.style, rope.rotary_dims, with_logits, shape.keys_rotated}},
                       {slice(args.q), slice(args.k), slice(args.v), rope.positions, rope.turns, slice(view(partials)), slice(logits),
                        slice(args.out), slice(lse_out), slice(view(backend.decode_tickets()))},
-                      &push, num_splits, shape.num_kv_heads, head_blocks);
+                      &push, num_splits, shape.num_kv_heads, blocks.head_blocks);
     if (args.scores) {
       const DecodeScoresPush scores_push{shape.num_slots, group};
       recorder.dispatch({"decode_scores", 3, sizeof(DecodeScoresPush), {kScoresWorkgroup}},

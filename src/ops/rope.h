@@ -18,6 +18,9 @@ struct RopeParams {
   double theta = 10000.0;
 
   bool enabled() const { return style != KVC_ROPE_NONE && rotary_dims > 0; }
+  bool operator==(const RopeParams& other) const {
+    return style == other.style && rotary_dims == other.rotary_dims && theta == other.theta;
+  }
 };
 
 // The shaders' ROPE_STYLE constant: 0 none, 1 NeoX, 2 interleaved.

@@ -305,10 +305,13 @@ void FaedKvPolicy::appended(Cache&, uint32_t layer_index, uint32_t n_tokens) {
   spectrum.ring_start = (spectrum.ring_start + n_tokens) % recent_window_;
 }
 
-bool FaedKvPolicy::record_attention(Cache& cache, uint32_t layer_index, uint32_t n_queries, View q, View out, View scores) {
-  if (spectra_.empty()) return false;
-  require(!scores, KVC_ERROR_UNSUPPORTED,
+void FaedKvPolicy::check_attend(const Cache&, uint32_t, uint32_t, bool with_scores) const {
+  require(spectra_.empty() || !with_scores, KVC_ERROR_UNSUPPORTED,
           "FAEDKV holds the prompt's middle as DFT bins, which have no per-slot scores: attend without scores after kvc_cache_end_prefill");
+}
+
+bool FaedKvPolicy::record_attention(Cache& cache, uint32_t layer_index, uint32_t n_queries, View q, View out, View) {
+  if (spectra_.empty()) return false;
   const LayerState& layer = cache.layer(layer_index);
   const LayerSpectrum& spectrum = spectra_[layer_index];
   ops::SpectralAttentionShape shape;

@@ -31,6 +31,8 @@ class FaedKvPolicy : public Policy {
   AppendPlacement place_append(Cache& cache, uint32_t layer, uint32_t n_tokens) override;
   void appended(Cache& cache, uint32_t layer, uint32_t n_tokens) override;
   bool record_attention(Cache& cache, uint32_t layer, uint32_t n_queries, View q, View out, View scores) override;
+  bool attends_itself() const override { return true; }
+  void check_attend(const Cache& cache, uint32_t layer, uint32_t n_queries, bool with_scores) const override;
   void end_prefill(Cache& cache) override;
   uint32_t read_slots(const Cache& cache, uint32_t layer) const override;
   bool read(Cache& cache, uint32_t layer, void* k, void* v, int32_t* positions) override;

@@ -307,16 +307,20 @@ void FourierPolicy::appended(Cache&, uint32_t layer_index, uint32_t n_tokens) {
   middle.ring_start = (middle.ring_start + n_tokens) % local_window_;
 }
 
-bool FourierPolicy::record_attention(Cache& cache, uint32_t layer_index, uint32_t n_queries, View q, View out, View scores) {
-  const LayerMiddle& middle = layers_[layer_index];
-  if (!middle.compressed) return false;
-  require(!scores, KVC_ERROR_UNSUPPORTED,
+void FourierPolicy::check_attend(const Cache&, uint32_t layer_index, uint32_t n_queries, bool with_scores) const {
+  if (!layers_[layer_index].compressed) return;
+  require(!with_scores, KVC_ERROR_UNSUPPORTED,
           "FOURIER holds the middle's compressed dims as Fourier coefficients, which have no per-slot scores: attend without "
           "scores once a layer is compressed");
   require(n_queries == 1, KVC_ERROR_UNSUPPORTED, [&] {
     return std::to_string(n_queries) + " queries on compressed layer " + std::to_string(layer_index) +
            "; FOURIER's fused attention takes one query (a decode step) once a layer is compressed";
   });
+}
+
+bool FourierPolicy::record_attention(Cache& cache, uint32_t layer_index, uint32_t, View q, View out, View) {
+  const LayerMiddle& middle = layers_[layer_index];
+  if (!middle.compressed) return false;
   const LayerState& layer = cache.layer(layer_index);
   ops::FourierAttentionShape shape;
   shape.num_q_heads = config_.num_q_heads;

@@ -49,6 +49,8 @@ class FourierPolicy : public Policy {
   void appended(Cache& cache, uint32_t layer, uint32_t n_tokens) override;
   void allocate_device_state(Backend& backend) override;
   bool record_attention(Cache& cache, uint32_t layer, uint32_t n_queries, View q, View out, View scores) override;
+  bool attends_itself() const override { return true; }
+  void check_attend(const Cache& cache, uint32_t layer, uint32_t n_queries, bool with_scores) const override;
   // Compresses a layer that passed L_init + 2N + L_local tokens in a decode step.
   void after_attend(Cache& cache, uint32_t layer, const StepScores& scores) override;
   void end_prefill(Cache& cache) override;

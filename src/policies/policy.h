@@ -62,6 +62,12 @@ class Policy {
   // scratch) is allocated here, so that nothing is built on the decode path.
   virtual void allocate_device_state(Backend& backend) { (void)backend; }
 
+  // Throws (before anything changes) when the policy cannot serve an attend of n_queries of
+  // `layer` now, with scores or without: what Cache::check_attend cannot know.
+  virtual void check_attend(const Cache& cache, uint32_t layer, uint32_t n_queries, bool with_scores) const {
+    (void)cache, (void)layer, (void)n_queries, (void)with_scores;
+  }
+
   // Attention the policy computes itself (FAEDKV over its spectral segment): records it and
   // returns true; false leaves it to plain attention over the slots held. Throws before
   // recording anything when it cannot serve the call.
@@ -69,6 +75,9 @@ class Policy {
     (void)cache, (void)layer, (void)n_queries, (void)q, (void)out, (void)scores;
     return false;
   }
+  // Whether record_attention may compute attention itself: such a cache attends on its own in
+  // a batched decode (kvc_attend_batch_device) too.
+  virtual bool attends_itself() const { return false; }
 
   // Slots kvc_cache_read returns for `layer`: by default those held.
   virtual uint32_t read_slots(const Cache& cache, uint32_t layer) const;

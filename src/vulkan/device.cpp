@@ -167,6 +167,14 @@ std::unique_ptr<Device> Device::create(const DeviceOptions& options) {
   const bool coopmat_wanted = options.cooperative_matrix && !(env_coopmat && std::strcmp(env_coopmat, "0") == 0);
   CooperativeMatrixSetup coopmat(self->instance_, instance_api, self->physical_device_, coopmat_wanted);
   coopmat.enable(device_info);
+  // Batched decode indexes arrays of storage buffers by the cache (attention_decode_batch);
+  // a Vulkan 1.0 feature that NVIDIA, AMD, Intel and lavapipe offer, enabled where offered.
+  VkPhysicalDeviceFeatures offered{};
+  vkGetPhysicalDeviceFeatures(self->physical_device_, &offered);
+  VkPhysicalDeviceFeatures enabled{};
+  enabled.shaderStorageBufferArrayDynamicIndexing = offered.shaderStorageBufferArrayDynamicIndexing;
+  device_info.pEnabledFeatures = &enabled;
+  self->indexes_buffer_arrays_ = offered.shaderStorageBufferArrayDynamicIndexing == VK_TRUE;
   self->matrix_path_ = coopmat.path();
   self->matrix_path_detail_ = coopmat.detail();
   self->requires_cooperative_subgroup_size_ = coopmat.requires_subgroup_size();

@@ -66,6 +66,10 @@ class Device {
   // Whether pipelines of cooperative-matrix shaders must require 32-wide full subgroups.
   bool requires_cooperative_subgroup_size() const { return requires_cooperative_subgroup_size_; }
   double timestamp_period_ns() const { return properties_.limits.timestampPeriod; }
+  // Whether shaders may index arrays of storage buffers by a dynamically uniform value
+  // (shaderStorageBufferArrayDynamicIndexing, enabled at creation). False on an application's
+  // device (wrap): which features it enabled is not known.
+  bool indexes_buffer_arrays() const { return indexes_buffer_arrays_; }
 
   // A memory type index with all of `required` flags among `type_bits`, preferring one that
   // also has `preferred`; throws when none exists.
@@ -103,6 +107,7 @@ class Device {
   MatrixPath matrix_path_ = MatrixPath::Simt;
   std::string matrix_path_detail_;
   bool requires_cooperative_subgroup_size_ = false;
+  bool indexes_buffer_arrays_ = false;
   std::unique_ptr<PipelineCache> pipelines_;
   std::unique_ptr<Staging> staging_;
   std::atomic<uint32_t> validation_messages_{0};

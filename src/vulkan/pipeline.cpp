@@ -23,7 +23,7 @@ Pipeline::Pipeline(Device& device, VkPipelineCache cache, const KernelSpec& spec
   const VkDevice vk_device = device.device();
   std::vector<VkDescriptorSetLayoutBinding> bindings(spec.num_buffers);
   for (uint32_t i = 0; i < spec.num_buffers; ++i)
-    bindings[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+    bindings[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, spec.binding_length(i), VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
   VkDescriptorSetLayoutCreateInfo set_info{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
   set_info.bindingCount = spec.num_buffers;
   set_info.pBindings = bindings.data();

@@ -15,17 +15,28 @@ namespace kvc::vk {
 
 class Device;
 
-// What a shader expects: `num_buffers` storage buffers at set 0, bindings 0..n-1, a push
-// constant block of `push_bytes`, and uint32 specialization constants with ids 0..n-1.
+// What a shader expects: `num_buffers` storage-buffer bindings at set 0, bindings 0..n-1, a
+// push constant block of `push_bytes`, and uint32 specialization constants with ids 0..n-1.
+// Binding i < array_lengths.size() is an array of array_lengths[i] buffers (indexed by a
+// dynamically uniform value: Device::indexes_buffer_arrays), every other binding one buffer.
 struct KernelSpec {
   std::string shader;
   uint32_t num_buffers = 0;
   uint32_t push_bytes = 0;
   std::vector<uint32_t> constants;
+  std::vector<uint32_t> array_lengths;
+
+  // Buffers a dispatch binds: every binding's, the arrays' elements counted one by one.
+  uint32_t descriptor_count() const {
+    uint32_t count = num_buffers;
+    for (size_t i = 0; i < array_lengths.size() && i < num_buffers; ++i) count += array_lengths[i] - 1;
+    return count;
+  }
+  uint32_t binding_length(uint32_t binding) const { return binding < array_lengths.size() ? array_lengths[binding] : 1; }
 
   bool operator<(const KernelSpec& other) const {
-    return std::tie(shader, num_buffers, push_bytes, constants) <
-           std::tie(other.shader, other.num_buffers, other.push_bytes, other.constants);
+    return std::tie(shader, num_buffers, push_bytes, constants, array_lengths) <
+           std::tie(other.shader, other.num_buffers, other.push_bytes, other.constants, other.array_lengths);
   }
 };
 

@@ -160,21 +160,31 @@ VkDescriptorSet Recorder::allocate_set(VkDescriptorSetLayout layout) {
 
 void Recorder::dispatch(const KernelSpec& spec, std::initializer_list<BufferSlice> buffers, const void* push,
                         uint32_t groups_x, uint32_t groups_y, uint32_t groups_z) {
-  require(buffers.size() == spec.num_buffers, KVC_ERROR_INTERNAL, spec.shader + ": wrong number of buffers");
+  dispatch(spec, buffers.begin(), buffers.size(), push, groups_x, groups_y, groups_z);
+}
+
+void Recorder::dispatch(const KernelSpec& spec, const std::vector<BufferSlice>& buffers, const void* push, uint32_t groups_x,
+                        uint32_t groups_y, uint32_t groups_z) {
+  dispatch(spec, buffers.data(), buffers.size(), push, groups_x, groups_y, groups_z);
+}
+
+void Recorder::dispatch(const KernelSpec& spec, const BufferSlice* buffers, size_t count, const void* push, uint32_t groups_x,
+                        uint32_t groups_y, uint32_t groups_z) {
+  require(count == spec.descriptor_count(), KVC_ERROR_INTERNAL, spec.shader + ": wrong number of buffers");
   const Pipeline& pipeline = device_.pipelines().get(spec);
   before_command(spec.shader);
   const VkDescriptorSet set = allocate_set(pipeline.set_layout());
   std::vector<VkDescriptorBufferInfo> infos;
   std::vector<VkWriteDescriptorSet> writes;
-  infos.reserve(buffers.size());
-  for (const BufferSlice& slice : buffers) {
-    infos.push_back({slice.buffer->handle(), slice.offset, slice.size});
+  infos.reserve(count);  // the writes point into it
+  for (size_t i = 0; i < count; ++i) infos.push_back({buffers[i].buffer->handle(), buffers[i].offset, buffers[i].size});
+  for (uint32_t binding = 0, first = 0; binding < spec.num_buffers; first += spec.binding_length(binding++)) {
     VkWriteDescriptorSet write{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
     write.dstSet = set;
-    write.dstBinding = static_cast<uint32_t>(writes.size());
-    write.descriptorCount = 1;
+    write.dstBinding = binding;
+    write.descriptorCount = spec.binding_length(binding);
     write.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    write.pBufferInfo = &infos.back();
+    write.pBufferInfo = &infos[first];
     writes.push_back(write);
   }
   vkUpdateDescriptorSets(device_.device(), static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);

@@ -39,9 +39,12 @@ class Recorder {
   void copy_strided(BufferSlice src, VkDeviceSize src_stride, BufferSlice dst, VkDeviceSize dst_stride, VkDeviceSize bytes,
                     uint32_t count);
   void fill(BufferSlice dst, VkDeviceSize bytes, uint32_t word);
-  // Binds `buffers` to bindings 0..n-1 and `push` (spec.push_bytes long) and dispatches.
+  // Binds `buffers` to bindings 0..n-1 and `push` (spec.push_bytes long) and dispatches. An
+  // array binding (spec.array_lengths) takes that many consecutive buffers of the list.
   void dispatch(const KernelSpec& spec, std::initializer_list<BufferSlice> buffers, const void* push,
                 uint32_t groups_x, uint32_t groups_y = 1, uint32_t groups_z = 1);
+  void dispatch(const KernelSpec& spec, const std::vector<BufferSlice>& buffers, const void* push, uint32_t groups_x,
+                uint32_t groups_y = 1, uint32_t groups_z = 1);
   // Writes a GPU timestamp once all earlier commands finished; returns its index.
   uint32_t timestamp();
   // Ends the recording: submits libkvc's command buffer without waiting, or records the
@@ -77,6 +80,8 @@ class Recorder {
   void barrier(VkPipelineStageFlags dst_stages, VkAccessFlags dst_access);
   VkCommandBuffer commands() const { return external_ ? external_ : commands_; }
   VkDescriptorSet allocate_set(VkDescriptorSetLayout layout);
+  void dispatch(const KernelSpec& spec, const BufferSlice* buffers, size_t count, const void* push, uint32_t groups_x,
+                uint32_t groups_y, uint32_t groups_z);
   VkResult allocate_from(const VkDescriptorSetAllocateInfo& alloc, VkDescriptorSet& set);
 
   struct Readback {

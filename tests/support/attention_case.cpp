@@ -30,12 +30,11 @@ AttentionCase AttentionCase::random(const ops::AttentionShape& base_shape, float
   return c;
 }
 
-AttentionResult AttentionCase::run(Backend& backend, bool with_scores) const {
-  const size_t dim = shape.head_dim, elem = dtype_size(shape.dtype);
+AttentionTensors AttentionCase::upload(Backend& backend) const {
+  const size_t dim = shape.head_dim;
   const size_t slots = shape.num_slots, stride = shape.slot_stride;
   std::vector<float> q_copy = q;
   const std::vector<unsigned char> q_bytes = encode(q_copy, shape.dtype);
-  // Strided [kv][stride][d] storage; the slack slots hold NaN, which must never be read.
   std::vector<float> k_strided(shape.num_kv_heads * stride * dim, NAN), v_strided(k_strided.size(), NAN);
   std::vector<int32_t> positions_strided(shape.num_kv_heads * stride, -1);
   for (size_t kv = 0; kv < shape.num_kv_heads; ++kv) {
@@ -44,27 +43,37 @@ AttentionResult AttentionCase::run(Backend& backend, bool with_scores) const {
     std::copy_n(&positions[kv * slots], slots, &positions_strided[kv * stride]);
   }
   const std::vector<unsigned char> k_bytes = encode(k_strided, shape.dtype), v_bytes = encode(v_strided, shape.dtype);
-  auto q_tensor = make_tensor(backend, q_bytes.data(), q_bytes.size());
-  auto k_tensor = make_tensor(backend, k_bytes.data(), k_bytes.size());
-  auto v_tensor = make_tensor(backend, v_bytes.data(), v_bytes.size());
-  auto positions_tensor = make_tensor(backend, positions_strided.data(), positions_strided.size() * 4);
   const std::vector<uint32_t> turns = shape.rope.enabled() ? ops::rope_turn_table(shape.rope) : std::vector<uint32_t>{0, 0};
-  auto turns_tensor = make_tensor(backend, turns.data(), turns.size() * 4);
-  const size_t out_bytes = q_bytes.size(), score_bytes = shape.num_kv_heads * slots * 4;
-  auto out_tensor = make_poisoned(backend, out_bytes);
+  AttentionTensors tensors;
+  tensors.q = make_tensor(backend, q_bytes.data(), q_bytes.size());
+  tensors.k = make_tensor(backend, k_bytes.data(), k_bytes.size());
+  tensors.v = make_tensor(backend, v_bytes.data(), v_bytes.size());
+  tensors.positions = make_tensor(backend, positions_strided.data(), positions_strided.size() * 4);
+  tensors.turns = make_tensor(backend, turns.data(), turns.size() * 4);
+  tensors.out = make_poisoned(backend, q_bytes.size());
+  return tensors;
+}
+
+AttentionResult AttentionCase::run(Backend& backend, bool with_scores) const {
+  const size_t slots = shape.num_slots;
+  const AttentionTensors tensors = upload(backend);
+  const size_t out_bytes = tensors.out->bytes(), score_bytes = shape.num_kv_heads * slots * 4;
   auto scores_tensor = make_poisoned(backend, score_bytes);
   const bool with_logits = with_scores && shape.num_queries == 1;
   const size_t logit_bytes = size_t(shape.num_q_heads) * slots * 4, lse_bytes = size_t(shape.num_q_heads) * 4;
   auto logits_tensor = make_poisoned(backend, logit_bytes), lse_tensor = make_poisoned(backend, lse_bytes);
 
   backend.begin();
-  ops::attention(backend, shape,
-                 {view(*q_tensor), view(*k_tensor), view(*v_tensor), view(*positions_tensor), view(*turns_tensor),
-                  view(*out_tensor), with_scores ? view(*scores_tensor) : View{}, with_logits ? view(*logits_tensor) : View{},
-                  with_logits ? view(*lse_tensor) : View{}});
+  ops::AttentionArgs args = tensors.args();
+  if (with_scores) args.scores = view(*scores_tensor);
+  if (with_logits) {
+    args.logits = view(*logits_tensor);
+    args.lse = view(*lse_tensor);
+  }
+  ops::attention(backend, shape, args);
   backend.submit();
   AttentionResult result;
-  result.out = decode(read_tensor(backend, *out_tensor, out_bytes), shape.dtype);
+  result.out = decode(read_tensor(backend, *tensors.out, out_bytes), shape.dtype);
   if (with_scores) result.scores = decode(read_tensor(backend, *scores_tensor, score_bytes), Dtype::F32);
   if (with_logits) {
     result.logits = decode(read_tensor(backend, *logits_tensor, logit_bytes), Dtype::F32);

@@ -2,6 +2,7 @@
 // the CPU reference, the Vulkan op and the formula.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "ops/attention.h"
@@ -15,6 +16,14 @@ struct AttentionResult {
   std::vector<float> lse;     // [qh], with logits
 };
 
+// A case's operands on a backend, as ops take them.
+struct AttentionTensors {
+  std::unique_ptr<Tensor> q, k, v, positions, turns, out;
+  ops::AttentionArgs args() const {
+    return {view(*q), view(*k), view(*v), view(*positions), view(*turns), view(*out)};
+  }
+};
+
 struct AttentionCase {
   ops::AttentionShape shape;
   std::vector<float> q;               // [n][qh][d], rounded to the dtype
@@ -25,6 +34,10 @@ struct AttentionCase {
   // v in [0, 1] (outputs of order 0.5, so relative errors are meaningful); positions grow
   // with gaps, differently per kv head. slot_stride is num_slots + 3 to exercise strides.
   static AttentionCase random(const ops::AttentionShape& shape, float q_range = 2.0f);
+
+  // The inputs on `backend`: K and V strided, their slack slots NaN (never to be read), and the
+  // output poisoned.
+  AttentionTensors upload(Backend& backend) const;
 
   // Runs ops::attention on `backend` with poisoned outputs; scores when asked, and for one
   // query the logits and lse as well.

@@ -63,4 +63,14 @@ std::vector<unsigned char> read_tensor(Backend& backend, const Tensor& tensor, s
 // NaN anywhere gives +inf.
 double relative_max_error(const std::vector<float>& actual, const std::vector<float>& reference);
 
+// The per-cache fallback of batched decode (KVC_BATCH_DECODE=per_cache, which libkvc reads
+// per call) when `per_cache`, for the guard's lifetime; unset after either way.
+class BatchDecodeFallback {
+ public:
+  explicit BatchDecodeFallback(bool per_cache);
+  ~BatchDecodeFallback();
+  BatchDecodeFallback(const BatchDecodeFallback&) = delete;
+  BatchDecodeFallback& operator=(const BatchDecodeFallback&) = delete;
+};
+
 }  // namespace kvc::test

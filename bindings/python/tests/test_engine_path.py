@@ -88,3 +88,45 @@ def test_torch_tensors_cross_without_a_copy(context, rng):
         np.testing.assert_array_equal(out.numpy(), expected)
         with pytest.raises(kvc.DTypeMismatchError):
             cache.append(0, k.to(torch.bfloat16), k.to(torch.bfloat16))
+
+
+def test_batch_decode_matches_each_cache_alone(context, rng):
+    """attend_batch_device over FULL and H2O caches of different lengths gives what attend_device
+    gives cache by cache, and leaves each cache as its twin."""
+    alignment = context.info.buffer_offset_alignment
+    q_stride = _aligned(Q_HEADS * HEAD_DIM * 4, alignment)
+    policies = [kvc.Policy.FULL, kvc.Policy.H2O, kvc.Policy.FULL]
+    prompts = [1, 20, 37]
+    batch = [_new_cache(context, policy) for policy in policies]
+    twins = [_new_cache(context, policy) for policy in policies]
+    with context.buffer(len(batch) * q_stride) as q_buffer, context.buffer(len(batch) * q_stride) as out_buffer, \
+            context.buffer(len(batch) * q_stride) as twin_buffer:
+        for cache, twin, prompt in zip(batch, twins, prompts):
+            for layer in range(LAYERS):
+                k = rng.standard_normal((prompt, KV_HEADS, HEAD_DIM)).astype(np.float32)
+                for c in (cache, twin):
+                    c.append(layer, k, k)
+        q_views = [q_buffer.view(i * q_stride) for i in range(len(batch))]
+        for _ in range(3):
+            for layer in range(LAYERS):
+                for i, (cache, twin) in enumerate(zip(batch, twins)):
+                    k = rng.standard_normal((1, KV_HEADS, HEAD_DIM)).astype(np.float32)
+                    cache.append(layer, k, k)
+                    twin.append(layer, k, k)
+                    q_buffer.write(i * q_stride, rng.standard_normal((Q_HEADS, HEAD_DIM)).astype(np.float32))
+                context.attend_batch_device(batch, layer, q_views, [out_buffer.view(i * q_stride) for i in range(len(batch))])
+                for i, twin in enumerate(twins):
+                    twin.attend_device(layer, 1, q_views[i], twin_buffer.view(i * q_stride))
+                got = out_buffer.read(0, np.empty((len(batch), q_stride // 4), np.float32))
+                want = twin_buffer.read(0, np.empty_like(got))
+                # The batched kernel splits a cache's slots otherwise than one cache's: f32 sums in another order.
+                np.testing.assert_allclose(got[:, :Q_HEADS * HEAD_DIM], want[:, :Q_HEADS * HEAD_DIM], rtol=0, atol=1e-5)
+        for cache, twin in zip(batch, twins):
+            assert cache.stats == twin.stats
+            for layer in range(LAYERS):
+                for got_part, want_part in zip(cache.read(layer), twin.read(layer)):
+                    np.testing.assert_array_equal(got_part, want_part)
+        with _new_cache(context) as fresh, pytest.raises(kvc.BadStateError, match=r"caches\[1\]"):
+            context.attend_batch_device([batch[0], fresh], 0, q_views[:2], [out_buffer.view(0), out_buffer.view(q_stride)])
+    for cache in batch + twins:
+        cache.close()

@@ -463,6 +463,25 @@ class Context(_Owned):
         if self._in_step:
             self._step_outputs.extend(a for a in arrays if a is not None)
 
+    def attend_batch_device(self, caches: Sequence["Cache"], layer: int, q: Sequence[BufferView],
+                            out: Sequence[BufferView], scores: Optional[Sequence[Optional[BufferView]]] = None) -> None:
+        """kvc_attend_batch_device: one decode step of `layer` for every cache of `caches` at once,
+        as caches[i].attend_device(layer, 1, q[i], out[i], scores[i]) would (scores optional, an
+        entry None for none); the plain-attention caches share one batched kernel."""
+        count = len(caches)
+        if len(q) != count or len(out) != count or (scores is not None and len(scores) != count):
+            raise InvalidArgumentError(f"{count} caches need as many q, out (and scores) views", InvalidArgumentError.status)
+        if count == 0:
+            raise InvalidArgumentError("attend_batch_device needs at least one cache", InvalidArgumentError.status)
+        dtype = caches[0].dtype
+        handles = (ctypes.c_void_p * count)(*(cache.handle for cache in caches))
+        q_views = (_capi.buffer_view * count)(*(view._to_c() for view in q))
+        out_views = (_capi.buffer_view * count)(*(view._to_c() for view in out))
+        score_views = None
+        if scores is not None:
+            score_views = (_capi.buffer_view * count)(*(view._to_c() if view is not None else _NO_VIEW for view in scores))
+        self._call("kvc_attend_batch_device", self.handle, count, handles, layer, dtype, q_views, out_views, score_views)
+
     def step(self) -> "_Step":
         """`with ctx.step():` begins a step, and on leaving ends it and waits for it."""
         return _Step(self)

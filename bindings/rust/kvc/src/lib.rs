@@ -639,6 +639,30 @@ impl Context {
         }
     }
 
+    /// `kvc_attend_batch_device`: one decode step of `layer` for every cache of `caches` at once,
+    /// as `caches[i].attend_device(layer, 1, q[i], out[i], scores)` would, with `scores[i]` when
+    /// `scores` is given (None: no scores for that cache). The caches whose attention is the
+    /// plain op share one batched kernel.
+    pub fn attend_batch_device(&self, caches: &mut [&mut Cache<'_>], layer: u32, q: &[BufferView<'_>], out: &[BufferView<'_>],
+                               scores: Option<&[Option<BufferView<'_>>]>) -> Result<()> {
+        let count = caches.len();
+        if q.len() != count || out.len() != count || scores.is_some_and(|s| s.len() != count) {
+            return Err(Error::new(Status::InvalidArgument, format!("{count} caches need as many q, out (and scores) views")));
+        }
+        let no_view = sys::kvc_buffer_view { buffer: ptr::null_mut(), offset: 0 };
+        let handles: Vec<*mut sys::kvc_cache> = caches.iter().map(|cache| cache.raw.as_ptr()).collect();
+        let q_views: Vec<sys::kvc_buffer_view> = q.iter().map(|view| view.raw).collect();
+        let out_views: Vec<sys::kvc_buffer_view> = out.iter().map(|view| view.raw).collect();
+        let score_views: Option<Vec<sys::kvc_buffer_view>> =
+            scores.map(|s| s.iter().map(|view| view.map_or(no_view, |v| v.raw)).collect());
+        let dtype = caches.first().map_or(DType::F32, |cache| cache.desc.dtype);
+        self.check(unsafe {
+            sys::kvc_attend_batch_device(self.raw.as_ptr(), count as u32, handles.as_ptr(), layer, raw_dtype(dtype),
+                                         q_views.as_ptr(), out_views.as_ptr(),
+                                         score_views.as_ref().map_or(ptr::null(), |views| views.as_ptr()))
+        })
+    }
+
     /// `kvc_context_last_error`: the detail of the last failed call on this context.
     pub fn last_error(&self) -> String {
         c_string(unsafe { sys::kvc_context_last_error(self.raw.as_ptr()) })

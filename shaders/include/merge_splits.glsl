@@ -1,11 +1,13 @@
-// Flash-decoding's merge: one query head's partials from its splits (max m, sum l, the
-// unnormalised accumulator: [split][HEAD_DIM + 2] floats from `first`) combined into its output
-// row and log-sum-exp, by every thread of the workgroup, parallel over the splits (a serial loop
+// Flash-decoding's merge, shared by attention_merge, attention_merge_batch and attention_decode
+// (whose last workgroup of a block merges): one query head's partials from its splits (max m,
+// sum l, the unnormalised accumulator: rows of HEAD_DIM + 2 floats) combined into its output
+// row and log-sum-exp by every thread of the workgroup, parallel over the splits (a serial loop
 // over them per thread was latency-bound: tens of microseconds). The includer declares
-// partials[], out_words[] and lse[], the constants HEAD_DIM and OUT_F16, and a power-of-two
-// workgroup of at least HEAD_DIM / 4 threads; includes elements.glsl first.
-#ifndef KVC_MERGE_PARTIALS_GLSL
-#define KVC_MERGE_PARTIALS_GLSL
+// partials[] and lse[], the constants HEAD_DIM and OUT_F16, a power-of-two workgroup of at least
+// HEAD_DIM / 4 threads, and names the output's uint words KVC_MERGE_OUT_WORDS; it includes
+// elements.glsl first.
+#ifndef KVC_MERGE_SPLITS_GLSL
+#define KVC_MERGE_SPLITS_GLSL
 
 const uint MERGE_WG = gl_WorkGroupSize.x;
 const uint MERGE_CHUNKS = HEAD_DIM / 4;
@@ -33,9 +35,11 @@ float merge_reduce(float value, bool take_max) {
   return result;
 }
 
-void merge_head(uint head, uint num_splits) {
+// Head `head` of the output from partial rows first_row .. first_row + num_splits - 1; its
+// log-sum-exp to lse[lse_index]. Ends with a barrier, so it may run again for another head.
+void merge_splits(uint first_row, uint num_splits, uint head, uint lse_index) {
   const uint t = gl_LocalInvocationID.x;
-  const uint first = head * num_splits * MERGE_STRIDE;
+  const uint first = first_row * MERGE_STRIDE;
 
   float m_local = KVC_NEG_INF;
   for (uint s = t; s < num_splits; s += MERGE_WG) m_local = max(m_local, partials[first + s * MERGE_STRIDE]);
@@ -62,16 +66,16 @@ void merge_head(uint head, uint num_splits) {
     o /= l_all;
     const uint e = head * HEAD_DIM + chunk * 4;
     if (OUT_F16) {
-      out_words[e / 2] = packHalf2x16(o.xy);
-      out_words[e / 2 + 1] = packHalf2x16(o.zw);
+      KVC_MERGE_OUT_WORDS[e / 2] = packHalf2x16(o.xy);
+      KVC_MERGE_OUT_WORDS[e / 2 + 1] = packHalf2x16(o.zw);
     } else {
-      out_words[e] = floatBitsToUint(o.x);
-      out_words[e + 1] = floatBitsToUint(o.y);
-      out_words[e + 2] = floatBitsToUint(o.z);
-      out_words[e + 3] = floatBitsToUint(o.w);
+      KVC_MERGE_OUT_WORDS[e] = floatBitsToUint(o.x);
+      KVC_MERGE_OUT_WORDS[e + 1] = floatBitsToUint(o.y);
+      KVC_MERGE_OUT_WORDS[e + 2] = floatBitsToUint(o.z);
+      KVC_MERGE_OUT_WORDS[e + 3] = floatBitsToUint(o.w);
     }
   }
-  if (t == 0) lse[head] = m_all + log(l_all);
+  if (t == 0) lse[lse_index] = m_all + log(l_all);
   barrier();  // merge_acc_s is free again
 }
 

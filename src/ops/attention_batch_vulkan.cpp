@@ -1,0 +1,170 @@
+// Vulkan batched decode: attention_decode_batch and attention_merge_batch over groups of caches,
+// each cache's buffers an element of the kernels' binding arrays (one descriptor set per
+// dispatch, no copies). Buffer device addresses would need a usage flag on every buffer,
+// applications' included, and a Vulkan 1.2 feature; arrays of storage buffers indexed by a
+// dynamically uniform value are Vulkan 1.0 (shaderStorageBufferArrayDynamicIndexing), and the
+// per-stage descriptor limit only decides how many caches one dispatch takes (lavapipe: 7).
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include "ops/attention_batch.h"
+#include "ops/decode_split_vulkan.h"
+#include "ops/rotated_reads_vulkan.h"
+#include "vulkan/device.h"
+
+namespace kvc::ops {
+namespace {
+
+// Caches per dispatch at most: 32 is the batch an engine step of the target runs, and
+// 4 x 32 + 3 descriptors per set stays far inside the recorder's descriptor pools.
+constexpr uint32_t kMaxCachesPerDispatch = 32;
+constexpr uint32_t kDecodeArrays = 4;    // attention_decode_batch's per-cache bindings: Q, K, V, positions
+constexpr uint32_t kDecodeSingles = 3;   // its turns, partials and table
+constexpr uint32_t kCacheFields = 4;     // the table's record per cache (the shaders' CACHE_FIELDS)
+
+struct DecodeBatchPush {
+  uint32_t table_base, group_size;
+  float scale;
+};
+struct MergeBatchPush {
+  uint32_t table_base, num_q_heads;
+};
+
+// A dispatch's caches, as indices into the entries, and where its table starts.
+struct DispatchGroup {
+  std::vector<size_t> entries;
+  uint32_t table_base = 0;
+  uint32_t total_splits = 0;
+};
+
+bool forced_per_cache() {
+  const char* setting = std::getenv("KVC_BATCH_DECODE");
+  return setting && std::strcmp(setting, "per_cache") == 0;
+}
+
+// Appends the group's table (attention_decode_batch's layout) to `table`: per cache its slots,
+// slot stride, splits and first partial row, then per split its cache and the cache's split.
+// Splits go to caches in proportion to their tiles, about kDecodeTargetGroups workgroups in
+// all as for one cache, at least one per cache and at most one per tile (so none is empty).
+void plan_group(const std::vector<DecodeEntry>& entries, uint32_t caches_per_dispatch, DispatchGroup& group,
+                std::vector<uint32_t>& table) {
+  const AttentionShape& shape = entries[group.entries.front()].shape;
+  const DecodeBlocks blocks = decode_blocks(shape);
+  uint64_t group_tiles = 0;
+  for (size_t index : group.entries) group_tiles += decode_tiles(entries[index].shape, blocks);
+  const uint64_t budget = decode_split_budget(shape, blocks);
+  group.table_base = static_cast<uint32_t>(table.size());
+  table.resize(table.size() + size_t(kCacheFields) * caches_per_dispatch, 0u);
+  std::vector<uint32_t> splits_of_cache;
+  for (uint32_t cache = 0; cache < group.entries.size(); ++cache) {
+    const AttentionShape& cache_shape = entries[group.entries[cache]].shape;
+    const uint32_t tiles = decode_tiles(cache_shape, blocks);
+    const uint32_t splits = static_cast<uint32_t>(std::min<uint64_t>(tiles, std::max<uint64_t>(1, budget * tiles / group_tiles)));
+    uint32_t* record = &table[group.table_base + kCacheFields * cache];
+    record[0] = cache_shape.num_slots;
+    record[1] = cache_shape.slot_stride;
+    record[2] = splits;
+    record[3] = group.total_splits * shape.num_q_heads;
+    group.total_splits += splits;
+    splits_of_cache.push_back(splits);
+  }
+  for (uint32_t cache = 0; cache < group.entries.size(); ++cache)
+    for (uint32_t split = 0; split < splits_of_cache[cache]; ++split) table.insert(table.end(), {cache, split});
+}
+
+// The group's per-cache bindings, the binding arrays one after another; elements past its
+// caches repeat the first cache's (never read).
+std::vector<vk::BufferSlice> cache_slices(const std::vector<DecodeEntry>& entries, const DispatchGroup& group,
+                                          uint32_t caches_per_dispatch, std::initializer_list<View AttentionArgs::*> members) {
+  std::vector<vk::BufferSlice> slices;
+  for (View AttentionArgs::*member : members)
+    for (uint32_t cache = 0; cache < caches_per_dispatch; ++cache) {
+      const size_t index = group.entries[cache < group.entries.size() ? cache : 0];
+      const View& operand = entries[index].args.*member;
+      // Positions are bound whole, as attention_decode binds them (rope_bindings).
+      slices.push_back(member == &AttentionArgs::positions ? slice(View{operand.tensor, 0}) : slice(operand));
+    }
+  return slices;
+}
+
+}  // namespace
+
+uint32_t attention_batch_caches_per_dispatch(Backend& backend) {
+  if (backend.is_cpu()) return 0;
+  const vk::Device& device = backend.device();
+  if (!device.indexes_buffer_arrays() || forced_per_cache()) return 0;
+  const VkPhysicalDeviceLimits& limits = device.properties().limits;
+  const uint32_t descriptors =
+      std::min({limits.maxPerStageDescriptorStorageBuffers, limits.maxDescriptorSetStorageBuffers, limits.maxPerStageResources});
+  const uint32_t fit = descriptors > kDecodeSingles ? (descriptors - kDecodeSingles) / kDecodeArrays : 0;
+  const uint32_t caches = std::min(kMaxCachesPerDispatch, fit);
+  return caches >= 2 ? caches : 0;  // one cache a dispatch is what the per-cache path does
+}
+
+void attention_batch_vulkan(Backend& backend, const std::vector<DecodeEntry>& entries) {
+  const uint32_t caches_per_dispatch = attention_batch_caches_per_dispatch(backend);
+  if (caches_per_dispatch == 0) {
+    for (const DecodeEntry& entry : entries) attention_vulkan(backend, entry.shape, entry.args);
+    return;
+  }
+  const AttentionShape& shape = entries.front().shape;
+  const uint32_t dim = shape.head_dim;
+  const bool f16 = shape.dtype == Dtype::F16;
+
+  // Caches that store keys rotated and those rotated as read take different kernels (the
+  // shader's KEYS_ROTATED): one group list each, in the entries' order.
+  std::vector<DispatchGroup> groups;
+  for (bool keys_rotated : {true, false}) {
+    DispatchGroup group;
+    for (size_t index = 0; index < entries.size(); ++index) {
+      if (entries[index].shape.keys_rotated != keys_rotated) continue;
+      group.entries.push_back(index);
+      if (group.entries.size() == caches_per_dispatch) groups.push_back(std::exchange(group, DispatchGroup{}));
+    }
+    if (!group.entries.empty()) groups.push_back(std::move(group));
+  }
+  std::vector<uint32_t> table;
+  size_t partial_rows = 0;
+  for (DispatchGroup& group : groups) {
+    plan_group(entries, caches_per_dispatch, group, table);
+    partial_rows = std::max(partial_rows, size_t(group.total_splits) * shape.num_q_heads);
+  }
+
+  Tensor& table_tensor = backend.scratch(ScratchId::AttentionBatchTable, table.size() * sizeof(uint32_t));
+  backend.upload(table.data(), table.size() * sizeof(uint32_t), table_tensor, 0);
+  // The groups run one after another (every command waits for the one before), so they share
+  // the partials.
+  Tensor& partials = backend.scratch(ScratchId::AttentionPartials, partial_rows * (dim + 2) * sizeof(float));
+  Tensor& lse = backend.scratch(ScratchId::AttentionLse, size_t(caches_per_dispatch) * shape.num_q_heads * sizeof(float));
+  const DecodeBlocks blocks = decode_blocks(shape);
+  const uint32_t group_size = shape.num_q_heads / shape.num_kv_heads;
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));
+  vk::Recorder& recorder = backend.recorder();
+  for (const DispatchGroup& group : groups) {
+    const DecodeEntry& first = entries[group.entries.front()];
+    const RopeBindings rope = rope_bindings(shape.rope, first.args.positions, first.args.turn_table, first.args.k);
+    std::vector<vk::BufferSlice> decode_buffers =
+        cache_slices(entries, group, caches_per_dispatch, {&AttentionArgs::q, &AttentionArgs::k, &AttentionArgs::v, &AttentionArgs::positions});
+    decode_buffers.insert(decode_buffers.end(), {rope.turns, slice(view(partials)), slice(view(table_tensor))});
+    const DecodeBatchPush push{group.table_base, group_size, scale};
+    recorder.dispatch({"attention_decode_batch", kDecodeArrays + kDecodeSingles, sizeof(DecodeBatchPush),
+                       {kDecodeWorkgroup, dim, blocks.group_block, f16, rope.style, rope.rotary_dims, false,
+                        first.shape.keys_rotated, caches_per_dispatch},
+                       {caches_per_dispatch, caches_per_dispatch, caches_per_dispatch, caches_per_dispatch}},
+                      decode_buffers, &push, group.total_splits, shape.num_kv_heads, blocks.head_blocks);
+
+    std::vector<vk::BufferSlice> merge_buffers{slice(view(partials))};
+    const std::vector<vk::BufferSlice> outputs = cache_slices(entries, group, caches_per_dispatch, {&AttentionArgs::out});
+    merge_buffers.insert(merge_buffers.end(), outputs.begin(), outputs.end());
+    merge_buffers.insert(merge_buffers.end(), {slice(view(lse)), slice(view(table_tensor))});
+    const MergeBatchPush merge{group.table_base, shape.num_q_heads};
+    recorder.dispatch({"attention_merge_batch", 4, sizeof(MergeBatchPush), {kMergeWorkgroup, dim, f16, caches_per_dispatch},
+                       {1, caches_per_dispatch}},
+                      merge_buffers, &merge, shape.num_q_heads, static_cast<uint32_t>(group.entries.size()));
+  }
+}
+
+}  // namespace kvc::ops

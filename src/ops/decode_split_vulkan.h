@@ -1,0 +1,48 @@
+// How flash-decoding (attention_decode, which merges its own splits, and attention_decode_batch,
+// merged by attention_merge_batch) divides a cache's slots among workgroups; used by the ops'
+// Vulkan implementations only.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "ops/attention.h"
+
+namespace kvc::ops {
+
+constexpr uint32_t kDecodeWorkgroup = 128;
+constexpr uint32_t kDecodePasses = 4;      // shaders/include/decode_split.glsl's PASSES
+constexpr uint32_t kDecodeGroupBlock = 8;  // query heads sharing one read of K/V per workgroup
+// Workgroups per decode dispatch: 512 (4 per SM of an H100) ran L = 32K at 80% of the copy
+// bandwidth where 1024 and more ran at 67-70% (docs/benchmarks.md).
+constexpr uint32_t kDecodeTargetGroups = 512;
+constexpr uint32_t kMergeWorkgroup = 128;  // a power of two (the merge's tree reduction)
+
+struct DecodeBlocks {
+  uint32_t group_block;  // query heads per workgroup, the shader's GROUP_BLOCK
+  uint32_t head_blocks;  // workgroups per kv head and split
+  uint32_t tile;         // slots per tile, the shader's TILE
+};
+
+inline DecodeBlocks decode_blocks(const AttentionShape& shape) {
+  const uint32_t group = shape.num_q_heads / shape.num_kv_heads;
+  // The largest divisor of the group up to kDecodeGroupBlock: every head of a block is real,
+  // so the shader's register arrays are only ever indexed by constants.
+  uint32_t group_block = std::min(group, kDecodeGroupBlock);
+  while (group % group_block != 0) --group_block;
+  // As the shader's TILE: a key is read by head_dim / (elements per 16 bytes) threads at once,
+  // and a tile is kDecodePasses such passes. Split s takes tiles s, s + num_splits, ...
+  const uint32_t elements_per_chunk = shape.dtype == Dtype::F16 ? 8 : 4;
+  return {group_block, group / group_block, kDecodePasses * (kDecodeWorkgroup / (shape.head_dim / elements_per_chunk))};
+}
+
+inline uint32_t decode_tiles(const AttentionShape& shape, const DecodeBlocks& blocks) {
+  return (shape.num_slots + blocks.tile - 1) / blocks.tile;
+}
+
+// Splits of the whole dispatch: about kDecodeTargetGroups workgroups.
+inline uint32_t decode_split_budget(const AttentionShape& shape, const DecodeBlocks& blocks) {
+  return std::max(1u, kDecodeTargetGroups / (shape.num_kv_heads * blocks.head_blocks));
+}
+
+}  // namespace kvc::ops

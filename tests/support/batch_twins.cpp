@@ -1,0 +1,177 @@
+#include "support/batch_twins.h"
+
+namespace kvc::test {
+namespace {
+
+// The batch's members: FULL at several lengths (1 token to past a thousand), StreamingLLM,
+// H2O and TOVA evicting at every step (their policy_cases streams), and, without RoPE,
+// FAEDKV, which computes its own attention.
+std::vector<PolicyCase> members(bool rope) {
+  std::vector<PolicyCase> cases{{"FULL, long", KVC_POLICY_FULL, 1100, {700, 301}, 0},
+                                {"FULL, one token", KVC_POLICY_FULL, 16, {1}, 0},
+                                {"FULL, odd", KVC_POLICY_FULL, 600, {257}, 0}};
+  for (const PolicyCase& c : policy_cases())
+    if (c.name == "STREAMING" || c.name == "H2O" || c.name == "TOVA" || (c.name == "FAEDKV" && !rope)) cases.push_back(c);
+  return cases;
+}
+
+kvc_cache_desc member_desc(const PolicyCase& member, const BatchOptions& options) {
+  kvc_cache_desc desc = member.desc(options.dtype);
+  if (!options.rope) desc.rope_style = KVC_ROPE_NONE;
+  return desc;
+}
+
+std::vector<unsigned char> read_buffer(kvc_context* context, kvc_buffer* buffer, uint64_t offset, uint64_t bytes) {
+  std::vector<unsigned char> data(bytes);
+  require_ok(context, kvc_buffer_read(buffer, offset, bytes, data.data()), "kvc_buffer_read");
+  return data;
+}
+
+}  // namespace
+
+void check_batch_twins(kvc_backend backend, const BatchOptions& options, double batched_tolerance) {
+  const BatchDecodeFallback fallback(options.per_cache);
+  ContextPtr context = make_context(backend);
+  REQUIRE(context);
+  kvc_context* ctx = context.get();
+  const std::vector<PolicyCase> base = members(options.rope);
+  std::vector<PolicyCase> cases;
+  for (uint32_t copy = 0; copy < options.copies; ++copy) cases.insert(cases.end(), base.begin(), base.end());
+  const uint32_t n = static_cast<uint32_t>(cases.size());
+  std::vector<kvc_cache_desc> descs;
+  std::vector<CachePtr> batch, twins;
+  for (const PolicyCase& member : cases) {
+    descs.push_back(member_desc(member, options));
+    batch.push_back(make_cache(ctx, descs.back()));
+    twins.push_back(make_cache(ctx, descs.back()));
+  }
+  const kvc_cache_desc& shape = descs.front();
+  const Dtype storage = static_cast<Dtype>(options.dtype);
+  const uint64_t q_bytes = uint64_t(shape.num_q_heads) * shape.head_dim * dtype_size(storage);
+  const uint64_t stride = round_up(q_bytes, context_info(ctx).buffer_offset_alignment);
+  // The prompts, through the host path on both.
+  for (uint32_t i = 0; i < n; ++i) {
+    for (uint32_t chunk : cases[i].prompt_chunks)
+      for (uint32_t layer = 0; layer < shape.num_layers; ++layer) {
+        const StepInputs in = random_step_inputs(descs[i], chunk);
+        std::vector<unsigned char> out(in.q.size());
+        for (kvc_cache* cache : {batch[i].get(), twins[i].get()}) {
+          require_ok(ctx, kvc_cache_append(cache, layer, chunk, options.dtype, in.k.data(), in.v.data()), "kvc_cache_append");
+          require_ok(ctx, kvc_attend(cache, layer, chunk, options.dtype, in.q.data(), out.data(), nullptr), "kvc_attend");
+        }
+      }
+    if (acts_at_prompt_end(cases[i].policy))
+      for (kvc_cache* cache : {batch[i].get(), twins[i].get()}) require_ok(ctx, kvc_cache_end_prefill(cache), "kvc_cache_end_prefill");
+  }
+
+  BufferPtr queries = make_buffer(ctx, n * stride), batch_out = make_buffer(ctx, n * stride), twin_out = make_buffer(ctx, n * stride);
+  // The last copy of "FULL, odd" asks for scores: it attends on its own inside the batch.
+  const uint32_t scored = n - static_cast<uint32_t>(base.size()) + 2;
+  const uint64_t score_bytes = uint64_t(shape.num_kv_heads) * (cases[scored].capacity + 1) * sizeof(float);
+  BufferPtr batch_scores = make_buffer(ctx, score_bytes), twin_scores = make_buffer(ctx, score_bytes);
+  std::vector<kvc_cache*> handles;
+  std::vector<kvc_buffer_view> q_views, out_views, score_views(n, kvc_buffer_view{nullptr, 0});
+  for (uint32_t i = 0; i < n; ++i) {
+    handles.push_back(batch[i].get());
+    q_views.push_back({queries.get(), i * stride});
+    out_views.push_back({batch_out.get(), i * stride});
+  }
+  score_views[scored] = {batch_scores.get(), 0};
+
+  for (uint32_t step = 0; step < options.decode_steps; ++step)
+    for (uint32_t layer = 0; layer < shape.num_layers; ++layer) {
+      if (options.inside_step) require_ok(ctx, kvc_step_begin(ctx), "kvc_step_begin");
+      for (uint32_t i = 0; i < n; ++i) {
+        const StepInputs in = random_step_inputs(descs[i], 1);
+        for (kvc_cache* cache : {batch[i].get(), twins[i].get()})
+          require_ok(ctx, kvc_cache_append(cache, layer, 1, options.dtype, in.k.data(), in.v.data()), "kvc_cache_append");
+        require_ok(ctx, kvc_buffer_write(queries.get(), i * stride, q_bytes, in.q.data()), "kvc_buffer_write");
+      }
+      const uint32_t scored_slots = layer_slots(batch[scored].get(), layer);
+      require_ok(ctx, kvc_attend_batch_device(ctx, n, handles.data(), layer, options.dtype, q_views.data(), out_views.data(), score_views.data()),
+                 "kvc_attend_batch_device");
+      for (uint32_t i = 0; i < n; ++i)
+        require_ok(ctx,
+                   kvc_attend_device(twins[i].get(), layer, 1, options.dtype, q_views[i], {twin_out.get(), i * stride},
+                                     i == scored ? kvc_buffer_view{twin_scores.get(), 0} : kvc_buffer_view{nullptr, 0}),
+                   "kvc_attend_device");
+      if (options.inside_step) {
+        require_ok(ctx, kvc_step_end(ctx), "kvc_step_end");
+        wait_step(ctx);
+      }
+      for (uint32_t i = 0; i < n; ++i) {
+        INFO(cases[i].name, " (batch member ", i, " of ", n, "), decode step ", step, ", layer ", layer);
+        const std::vector<unsigned char> got = read_buffer(ctx, batch_out.get(), i * stride, q_bytes);
+        const std::vector<unsigned char> want = read_buffer(ctx, twin_out.get(), i * stride, q_bytes);
+        const bool own_path = options.per_cache || backend == KVC_BACKEND_CPU || i == scored || cases[i].policy != KVC_POLICY_FULL &&
+                                                                                                   cases[i].policy != KVC_POLICY_STREAMING;
+        if (own_path) CHECK(got == want);
+        else CHECK(relative_max_error(decode(got, storage), decode(want, storage)) < batched_tolerance);
+        for (uint32_t l = 0; l < shape.num_layers; ++l) CHECK(snapshot(batch[i].get(), l) == snapshot(twins[i].get(), l));
+        const kvc_cache_stats got_stats = cache_stats(batch[i].get()), want_stats = cache_stats(twins[i].get());
+        CHECK(got_stats.slots_held == want_stats.slots_held);
+        CHECK(got_stats.tokens_seen == want_stats.tokens_seen);
+        CHECK(got_stats.compressions == want_stats.compressions);
+      }
+      const uint64_t scores_read = uint64_t(shape.num_kv_heads) * scored_slots * sizeof(float);
+      CHECK(read_buffer(ctx, batch_scores.get(), 0, scores_read) == read_buffer(ctx, twin_scores.get(), 0, scores_read));
+    }
+  CHECK(context_info(ctx).validation_messages == 0);
+}
+
+void check_batch_misuse(kvc_backend backend) {
+  ContextPtr context = make_context(backend), other = make_context(backend);
+  REQUIRE(context);
+  kvc_context* ctx = context.get();
+  const kvc_cache_desc desc = small_cache_desc(KVC_DTYPE_F32, 64);
+  kvc_cache_desc wide = desc;
+  wide.num_q_heads = 16;
+  kvc_cache_desc unrotated = desc;
+  unrotated.rope_style = KVC_ROPE_NONE;
+  CachePtr first = make_cache(ctx, desc), second = make_cache(ctx, desc), fresh = make_cache(ctx, desc);
+  CachePtr wider = make_cache(ctx, wide), plain = make_cache(ctx, unrotated), foreign = make_cache(other.get(), desc);
+  for (kvc_cache* cache : {first.get(), second.get(), wider.get(), plain.get(), foreign.get()}) {
+    const kvc_cache_desc& own = cache == wider.get() ? wide : cache == plain.get() ? unrotated : desc;
+    const StepInputs in = random_step_inputs(own, 5);
+    for (uint32_t layer = 0; layer < own.num_layers; ++layer)
+      REQUIRE(kvc_cache_append(cache, layer, 5, KVC_DTYPE_F32, in.k.data(), in.v.data()) == KVC_OK);
+  }
+  const uint64_t q_bytes = uint64_t(wide.num_q_heads) * desc.head_dim * 4;
+  BufferPtr buffer = make_buffer(ctx, 4 * q_bytes), small = make_buffer(ctx, 16), foreign_buffer = make_buffer(other.get(), q_bytes);
+  const kvc_buffer_view q[2] = {{buffer.get(), 0}, {buffer.get(), q_bytes}};
+  const kvc_buffer_view out[2] = {{buffer.get(), 2 * q_bytes}, {buffer.get(), 3 * q_bytes}};
+  // The call on `caches` with these views, layer and dtype, for expect_refused.
+  const auto attend_with = [&](std::vector<kvc_cache*> caches, const kvc_buffer_view* qs, const kvc_buffer_view* outs, uint32_t layer,
+                               kvc_dtype dtype) {
+    return [=] { return kvc_attend_batch_device(ctx, uint32_t(caches.size()), caches.data(), layer, dtype, qs, outs, nullptr); };
+  };
+  const auto attend = [&](std::vector<kvc_cache*> caches) { return attend_with(caches, q, out, 0, KVC_DTYPE_F32); };
+  kvc_cache* a = first.get();
+  kvc_cache* b = second.get();
+  expect_refused(ctx, a, KVC_ERROR_INVALID_ARGUMENT, [&] { return kvc_attend_batch_device(ctx, 0, &a, 0, KVC_DTYPE_F32, q, out, nullptr); },
+                 "n_caches is 0");
+  expect_refused(ctx, a, KVC_ERROR_NULL_POINTER, [&] { return kvc_attend_batch_device(ctx, 1, nullptr, 0, KVC_DTYPE_F32, q, out, nullptr); },
+                 "caches, q or out is NULL");
+  expect_refused(ctx, a, KVC_ERROR_NULL_POINTER, attend_with({a, b}, nullptr, out, 0, KVC_DTYPE_F32), "caches, q or out is NULL");
+  expect_refused(ctx, a, KVC_ERROR_NULL_POINTER, attend({a, nullptr}), "caches[1] is NULL");
+  expect_refused(ctx, a, KVC_ERROR_INVALID_ARGUMENT, attend({a, foreign.get()}), "caches[1] belongs to another context");
+  expect_refused(ctx, a, KVC_ERROR_INVALID_ARGUMENT, attend({a, a}), "caches[1] is caches[0] again");
+  expect_refused(ctx, a, KVC_ERROR_INVALID_ARGUMENT, attend({a, wider.get()}), "caches[1] has num_q_heads 16");
+  expect_refused(ctx, a, KVC_ERROR_INVALID_ARGUMENT, attend({a, plain.get()}), "caches[1] has other RoPE settings");
+  expect_refused(ctx, a, KVC_ERROR_DTYPE_MISMATCH, attend_with({a, b}, q, out, 0, KVC_DTYPE_F16), "caches[0]: data passed as f16");
+  expect_refused(ctx, a, KVC_ERROR_BAD_STATE, attend({a, fresh.get()}), "caches[1]: layer 0 has no appended tokens");
+  expect_refused(ctx, a, KVC_ERROR_OUT_OF_RANGE, attend_with({a, b}, q, out, 7, KVC_DTYPE_F32), "caches[0]: layer 7 is past");
+  const kvc_buffer_view null_q[2] = {{buffer.get(), 0}, {nullptr, 0}};
+  expect_refused(ctx, a, KVC_ERROR_NULL_POINTER, attend_with({a, b}, null_q, out, 0, KVC_DTYPE_F32), "q[1].buffer is NULL");
+  const kvc_buffer_view short_out[2] = {{buffer.get(), 2 * q_bytes}, {small.get(), 0}};
+  expect_refused(ctx, a, KVC_ERROR_BUFFER_TOO_SMALL, attend_with({a, b}, q, short_out, 0, KVC_DTYPE_F32), "out[1] needs");
+  const kvc_buffer_view foreign_q[2] = {{foreign_buffer.get(), 0}, {buffer.get(), q_bytes}};
+  expect_refused(ctx, a, KVC_ERROR_INVALID_ARGUMENT, attend_with({a, b}, foreign_q, out, 0, KVC_DTYPE_F32), "q[0].buffer belongs to another context");
+  // The second cache is refused after the first passed its checks: neither changed.
+  expect_refused(ctx, b, KVC_ERROR_BAD_STATE, attend({a, fresh.get()}), "caches[1]");
+  CHECK(kvc_attend_batch_device(nullptr, 1, &a, 0, KVC_DTYPE_F32, q, out, nullptr) == KVC_ERROR_NULL_POINTER);
+  // And the same call, well formed, runs.
+  CHECK(attend({a, b})() == KVC_OK);
+}
+
+}  // namespace kvc::test
