@@ -3,12 +3,7 @@
 // the cache's splits of that head into its own output, an element of the binding array.
 #extension GL_GOOGLE_include_directive : require
 
-layout(local_size_x_id = 0) in;  // a power of two
-layout(constant_id = 1) const uint HEAD_DIM = 128;
-layout(constant_id = 2) const bool OUT_F16 = false;
 layout(constant_id = 3) const uint CACHES = 1;  // as attention_decode_batch's
-
-#include "elements.glsl"
 
 layout(binding = 0) readonly buffer Partials { float partials[]; };  // as attention_decode_batch wrote them
 layout(binding = 1) writeonly buffer Out { uint words[]; } outputs[CACHES];  // [num_q_heads][HEAD_DIM]

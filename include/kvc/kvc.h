@@ -564,10 +564,12 @@ KVC_API kvc_status kvc_attend_device(kvc_cache* cache, uint32_t layer, uint32_t 
  * descriptor limits set a group's size (lavapipe 7 caches, most GPUs 32), and caches that store
  * keys rotated (FULL with RoPE) group apart from those that rotate them as read. The other
  * caches attend on their own inside the same call. `scores` may be NULL, or hold views with a
- * NULL buffer for none. Every check runs before anything changes, and a message names the
- * failing index: n_caches from 1 to KVC_ATTEND_BATCH_MAX_CACHES, no NULL pointer, every cache
- * of `context` and listed once, caches[0]'s dtype, the others' shape alike, each cache's
- * kvc_attend_device checks, then the views'. */
+ * NULL buffer for none. A batched output equals kvc_attend_device's up to f32 summation order
+ * (the batch splits a cache's slots differently). Every check runs before anything changes,
+ * and a message names the failing index: n_caches from 1 to KVC_ATTEND_BATCH_MAX_CACHES and no
+ * NULL array first, then index by index in order: the cache (not NULL, of `context`, listed
+ * once, caches[0]'s dtype, the others' shape alike), its kvc_attend_device checks, then its
+ * q, out and scores views. */
 KVC_API kvc_status kvc_attend_batch_device(kvc_context* context, uint32_t n_caches, kvc_cache* const* caches, uint32_t layer,
                                            kvc_dtype dtype, const kvc_buffer_view* q, const kvc_buffer_view* out,
                                            const kvc_buffer_view* scores);

@@ -1,68 +1,66 @@
-// Flash-decoding's merge, shared by attention_merge, attention_merge_batch and attention_decode
-// (whose last workgroup of a block merges): one query head's partials from its splits (max m,
-// sum l, the unnormalised accumulator: rows of HEAD_DIM + 2 floats) combined into its output
-// row and log-sum-exp by every thread of the workgroup, parallel over the splits (a serial loop
-// over them per thread was latency-bound: tens of microseconds). The includer declares
-// partials[] and lse[], the constants HEAD_DIM and OUT_F16, a power-of-two workgroup of at least
-// HEAD_DIM / 4 threads, and names the output's uint words KVC_MERGE_OUT_WORDS; it includes
-// elements.glsl first.
-#ifndef KVC_MERGE_SPLITS_GLSL
-#define KVC_MERGE_SPLITS_GLSL
+// Flash-decoding, pass 2, shared by attention_merge (one cache) and attention_merge_batch
+// (many): combines one query head's split partials into its output row and its log-sum-exp.
+// One workgroup per query head, parallel over the splits: a serial loop over them per thread was
+// latency-bound (tens of microseconds). The includer declares partials[] ([row][m, l, acc...])
+// and lse[], and names the output's uint words KVC_MERGE_OUT_WORDS.
+layout(local_size_x_id = 0) in;  // a power of two
+layout(constant_id = 1) const uint HEAD_DIM = 128;
+layout(constant_id = 2) const bool OUT_F16 = false;
 
-const uint MERGE_WG = gl_WorkGroupSize.x;
-const uint MERGE_CHUNKS = HEAD_DIM / 4;
-const uint MERGE_SPLIT_LANES = MERGE_WG / MERGE_CHUNKS;  // threads summing the same 4 dims over different splits
-const uint MERGE_STRIDE = HEAD_DIM + 2;
+#include "elements.glsl"
 
-shared float merge_reduce_s[MERGE_WG];
-shared vec4 merge_acc_s[MERGE_WG];
+const uint WG = gl_WorkGroupSize.x;
+const uint CHUNKS = HEAD_DIM / 4;
+const uint SPLIT_LANES = WG / CHUNKS;  // threads summing the same 4 dims over different splits
+const uint STRIDE = HEAD_DIM + 2;
+
+shared float reduce_s[WG];
+shared vec4 acc_s[WG];
 
 // The sum (or max) of every thread's `value`; all threads get it.
-float merge_reduce(float value, bool take_max) {
-  const uint t = gl_LocalInvocationID.x;
-  merge_reduce_s[t] = value;
+float workgroup_reduce(float value, bool take_max) {
+  reduce_s[gl_LocalInvocationID.x] = value;
   barrier();
-  for (uint width = MERGE_WG / 2; width > 0; width /= 2) {
-    if (t < width) {
-      const float other = merge_reduce_s[t + width];
-      const float mine = merge_reduce_s[t];
-      merge_reduce_s[t] = take_max ? max(mine, other) : mine + other;
+  for (uint width = WG / 2; width > 0; width /= 2) {
+    if (gl_LocalInvocationID.x < width) {
+      const float other = reduce_s[gl_LocalInvocationID.x + width];
+      const float mine = reduce_s[gl_LocalInvocationID.x];
+      reduce_s[gl_LocalInvocationID.x] = take_max ? max(mine, other) : mine + other;
     }
     barrier();
   }
-  const float result = merge_reduce_s[0];
+  const float result = reduce_s[0];
   barrier();
   return result;
 }
 
-// Head `head` of the output from partial rows first_row .. first_row + num_splits - 1; its
-// log-sum-exp to lse[lse_index]. Ends with a barrier, so it may run again for another head.
+// Head `head` of the output from partial rows first_row .. first_row + num_splits - 1.
 void merge_splits(uint first_row, uint num_splits, uint head, uint lse_index) {
   const uint t = gl_LocalInvocationID.x;
-  const uint first = first_row * MERGE_STRIDE;
+  const uint first = first_row * STRIDE;
 
   float m_local = KVC_NEG_INF;
-  for (uint s = t; s < num_splits; s += MERGE_WG) m_local = max(m_local, partials[first + s * MERGE_STRIDE]);
-  const float m_all = merge_reduce(m_local, true);
+  for (uint s = t; s < num_splits; s += WG) m_local = max(m_local, partials[first + s * STRIDE]);
+  const float m_all = workgroup_reduce(m_local, true);
   float l_local = 0.0;
-  for (uint s = t; s < num_splits; s += MERGE_WG)
-    l_local += partials[first + s * MERGE_STRIDE + 1] * exp(partials[first + s * MERGE_STRIDE] - m_all);
-  const float l_all = merge_reduce(l_local, false);
+  for (uint s = t; s < num_splits; s += WG)
+    l_local += partials[first + s * STRIDE + 1] * exp(partials[first + s * STRIDE] - m_all);
+  const float l_all = workgroup_reduce(l_local, false);
 
-  const uint chunk = t % MERGE_CHUNKS, split_lane = t / MERGE_CHUNKS;
+  const uint chunk = t % CHUNKS, split_lane = t / CHUNKS;
   vec4 acc = vec4(0);
-  if (split_lane < MERGE_SPLIT_LANES) {
-    for (uint s = split_lane; s < num_splits; s += MERGE_SPLIT_LANES) {
-      const uint base = first + s * MERGE_STRIDE;
+  if (split_lane < SPLIT_LANES) {
+    for (uint s = split_lane; s < num_splits; s += SPLIT_LANES) {
+      const uint base = first + s * STRIDE;
       const uint e = base + 2 + chunk * 4;
       acc += exp(partials[base] - m_all) * vec4(partials[e], partials[e + 1], partials[e + 2], partials[e + 3]);
     }
   }
-  merge_acc_s[t] = acc;
+  acc_s[t] = acc;
   barrier();
   if (split_lane == 0) {
     vec4 o = vec4(0);
-    for (uint lane = 0; lane < MERGE_SPLIT_LANES; ++lane) o += merge_acc_s[lane * MERGE_CHUNKS + chunk];
+    for (uint lane = 0; lane < SPLIT_LANES; ++lane) o += acc_s[lane * CHUNKS + chunk];
     o /= l_all;
     const uint e = head * HEAD_DIM + chunk * 4;
     if (OUT_F16) {
@@ -76,7 +74,4 @@ void merge_splits(uint first_row, uint num_splits, uint head, uint lse_index) {
     }
   }
   if (t == 0) lse[lse_index] = m_all + log(l_all);
-  barrier();  // merge_acc_s is free again
 }
-
-#endif

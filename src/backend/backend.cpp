@@ -16,18 +16,6 @@ Backend::Backend(BackendKind kind, std::unique_ptr<vk::Device> device) : kind_(k
     fft_plans_ = std::make_unique<vk::FftPlans>(*device_);
   }
   scratch_.resize(static_cast<size_t>(ScratchId::Count));
-  if (device_) {
-    const std::vector<uint32_t> zeros(kDecodeTickets, 0u);
-    decode_tickets_ = std::make_unique<Tensor>(*this, zeros.size() * sizeof(uint32_t));
-    begin();
-    upload(zeros.data(), zeros.size() * sizeof(uint32_t), *decode_tickets_, 0);
-    submit();
-  }
-}
-
-Tensor& Backend::decode_tickets() const {
-  require(decode_tickets_ != nullptr, KVC_ERROR_INTERNAL, "decode tickets asked of the CPU backend");
-  return *decode_tickets_;
 }
 
 Backend::~Backend() {
@@ -37,7 +25,6 @@ Backend::~Backend() {
     // A lost device: nothing is running any more, and a destructor must not throw.
   }
   shared_tables_.clear();
-  decode_tickets_.reset();
   scratch_.clear();
   released_.clear();
   fft_plans_.reset();
@@ -231,7 +218,6 @@ uint64_t Backend::work_bytes_held() const {
   uint64_t bytes = 0;
   for (const std::unique_ptr<Tensor>& tensor : scratch_) bytes += tensor ? tensor->bytes() : 0;
   for (const auto& table : shared_tables_) bytes += table.second->bytes();
-  if (decode_tickets_) bytes += decode_tickets_->bytes();
   return bytes + (fft_plans_ ? fft_plans_->bytes_held() : 0);
 }
 

@@ -135,12 +135,6 @@ class Backend {
   // Frees the scratch and the FFT plans no cache keeps (kvc_context_trim); outside a step.
   void trim_work_memory();
 
-  // Zeroed uint32 tickets, one per query-head block of a decode dispatch (kDecodeTickets: a
-  // block per query head at most), by which attention_decode's last workgroup of a block knows
-  // it is last; every dispatch leaves them zero again. Made with the Vulkan backend.
-  static constexpr size_t kDecodeTickets = 65536;
-  Tensor& decode_tickets() const;
-
   // A read-only f32 table that every cache on this backend shares (a transform matrix, ...):
   // `build` runs and the result is uploaded the first time `key` is asked for; it is kept for
   // the backend's life. Call outside a submission.
@@ -167,7 +161,6 @@ class Backend {
   std::unique_ptr<vk::FftPlans> fft_plans_;
   std::vector<std::unique_ptr<Tensor>> scratch_;
   std::map<std::string, std::unique_ptr<Tensor>> shared_tables_;
-  std::unique_ptr<Tensor> decode_tickets_;
   std::vector<std::unique_ptr<vk::Buffer>> released_;  // still used by recorded work
   bool step_open_ = false;
   bool operation_open_ = false;    // between begin() and submit()

@@ -105,13 +105,19 @@ uint32_t attention_batch_caches_per_dispatch(Backend& backend) {
 }
 
 void attention_batch_vulkan(Backend& backend, const std::vector<DecodeEntry>& entries) {
-  const uint32_t caches_per_dispatch = attention_batch_caches_per_dispatch(backend);
-  if (caches_per_dispatch == 0) {
+  const AttentionShape& shape = entries.front().shape;
+  const uint32_t dim = shape.head_dim;
+  uint32_t caches_per_dispatch = attention_batch_caches_per_dispatch(backend);
+  // A group's partials, a row per query head and split (at most the split budget plus one split
+  // per cache: plan_group), must fit one binding.
+  const uint64_t row_bytes = uint64_t(shape.num_q_heads) * (dim + 2) * sizeof(float);
+  const uint64_t rows_fit = backend.is_cpu() ? 0 : backend.tensor_limit().bytes / row_bytes;
+  const uint64_t split_budget = decode_split_budget(shape, decode_blocks(shape));
+  caches_per_dispatch = rows_fit > split_budget ? uint32_t(std::min<uint64_t>(caches_per_dispatch, rows_fit - split_budget)) : 0;
+  if (caches_per_dispatch < 2) {
     for (const DecodeEntry& entry : entries) attention_vulkan(backend, entry.shape, entry.args);
     return;
   }
-  const AttentionShape& shape = entries.front().shape;
-  const uint32_t dim = shape.head_dim;
   const bool f16 = shape.dtype == Dtype::F16;
 
   // Caches that store keys rotated and those rotated as read take different kernels (the

@@ -1,9 +1,8 @@
-// Vulkan attention: flash-decoding for one query in one dispatch (the last workgroup of each
-// query-head block merges the splits), which rotates its query itself and writes its logits
-// when scores or logits are asked for (decode_scores turns them into scores); for a chunk,
-// queries rotated and scaled once (rope op), the tiled causal kernel (on cooperative matrices
-// where the context's path allows and the shape qualifies, else f32 SIMT), then optionally
-// attention_scores.
+// Vulkan attention: flash-decoding (split + merge) for one query, which rotates its query
+// itself and writes its logits when scores or logits are asked for (decode_scores turns them
+// into scores); for a chunk, queries rotated and scaled once (rope op), the tiled causal kernel (on
+// cooperative matrices where the context's path allows and the shape qualifies, else f32
+// SIMT), then optionally attention_scores.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -35,6 +34,9 @@ constexpr uint32_t kCoopmatSubgroupChoices[] = {8, 4};
 struct DecodePush {
   uint32_t num_slots, slot_stride, num_splits, group_size;
   float scale;
+};
+struct MergePush {
+  uint32_t num_splits;
 };
 struct DecodeScoresPush {
   uint32_t num_slots, group_size;
@@ -173,13 +175,14 @@ void attention_vulkan(Backend& backend, const AttentionShape& shape, const Atten
                                     : view(backend.scratch(ScratchId::AttentionLogits,
                                                            with_logits ? size_t(shape.num_q_heads) * shape.num_slots * 4 : 4));
     const View lse_out = args.lse ? args.lse : view(lse);
-    require(shape.num_kv_heads * blocks.head_blocks <= Backend::kDecodeTickets, KVC_ERROR_INTERNAL, "more query-head blocks than decode tickets");
     const DecodePush push{shape.num_slots, shape.slot_stride, num_splits, group, scale};
-    recorder.dispatch({"attention_decode", 10, sizeof(DecodePush),
+    recorder.dispatch({"attention_decode", 7, sizeof(DecodePush),
                        {kDecodeWorkgroup, dim, blocks.group_block, f16, rope.style, rope.rotary_dims, with_logits, shape.keys_rotated}},
-                      {slice(args.q), slice(args.k), slice(args.v), rope.positions, rope.turns, slice(view(partials)), slice(logits),
-                       slice(args.out), slice(lse_out), slice(view(backend.decode_tickets()))},
+                      {slice(args.q), slice(args.k), slice(args.v), rope.positions, rope.turns, slice(view(partials)), slice(logits)},
                       &push, num_splits, shape.num_kv_heads, blocks.head_blocks);
+    const MergePush merge{num_splits};
+    recorder.dispatch({"attention_merge", 3, sizeof(MergePush), {kMergeWorkgroup, dim, f16}},
+                      {slice(view(partials)), slice(args.out), slice(lse_out)}, &merge, shape.num_q_heads);
     if (args.scores) {
       const DecodeScoresPush scores_push{shape.num_slots, group};
       recorder.dispatch({"decode_scores", 3, sizeof(DecodeScoresPush), {kScoresWorkgroup}},

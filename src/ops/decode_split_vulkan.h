@@ -1,5 +1,5 @@
-// How flash-decoding (attention_decode, which merges its own splits, and attention_decode_batch,
-// merged by attention_merge_batch) divides a cache's slots among workgroups; used by the ops'
+// How flash-decoding (attention_decode and attention_decode_batch, merged by attention_merge
+// and attention_merge_batch) divides a cache's slots among workgroups; used by the ops'
 // Vulkan implementations only.
 #pragma once
 

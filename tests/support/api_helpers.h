@@ -53,8 +53,8 @@ LayerSnapshot snapshot(kvc_cache* cache, uint32_t layer);
 // by that rounding.
 bool stores_rotated_keys(const kvc_cache_desc& desc);
 // Checks a layer of a Vulkan cache against the CPU's: slots, positions and V bit for bit, and K
-// too unless stored rotated; then within one rounding on each side of the keys' scale
-// (2 x 2^-11 in f16; f32: a few 2^-24 from the rotation's arithmetic, bounded by 1e-6).
+// too unless stored rotated; then each key element within what the two rotations' roundings
+// allow, relative to its rotary pair's magnitude (api_helpers.cpp derives it).
 void check_same_layer(const LayerSnapshot& gpu, const LayerSnapshot& cpu, const kvc_cache_desc& desc);
 
 // Runs `call` and expects `status`, a last-error message on `context` that contains
