@@ -9,15 +9,15 @@
 
 namespace kvc::test {
 
-ContextPtr make_context(kvc_backend backend) {
+ContextPtr make_context(kvc_backend backend, uint32_t flags) {
   kvc_context_desc desc = kvc_context_desc_default();
   desc.backend = backend;
   const ValidationMode validation = validation_mode();
-  desc.flags = backend == KVC_BACKEND_VULKAN && validation != ValidationMode::off ? KVC_CONTEXT_VALIDATION : 0;
+  desc.flags = flags | (backend == KVC_BACKEND_VULKAN && validation != ValidationMode::off ? KVC_CONTEXT_VALIDATION : 0u);
   kvc_context* context = nullptr;
   kvc_status status = kvc_context_create(&desc, &context);
   if (status == KVC_ERROR_UNSUPPORTED && validation == ValidationMode::when_installed) {  // no validation layer
-    desc.flags = 0;
+    desc.flags = flags;
     status = kvc_context_create(&desc, &context);
   }
   return ContextPtr(status == KVC_OK ? context : nullptr);

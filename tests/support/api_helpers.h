@@ -21,7 +21,7 @@ using CachePtr = std::unique_ptr<kvc_cache, CacheDeleter>;
 
 // A context on `backend` (VULKAN with validation as test::validation_mode() says); null when
 // that backend is unavailable here.
-ContextPtr make_context(kvc_backend backend);
+ContextPtr make_context(kvc_backend backend, uint32_t flags = 0);  // flags beside the validation layer's
 CachePtr make_cache(kvc_context* context, const kvc_cache_desc& desc);
 
 // A small model-shaped descriptor: 2 layers, 8 q / 2 kv heads, head_dim 64, NeoX RoPE.
