@@ -18,8 +18,8 @@ constexpr size_t kMaxLiveCaches = 3;
 // capacity check, which kvc.h promises runs before the data is read.
 constexpr uint32_t kNeverHeld = 1u << 29;
 
-// Trim last: the seed corpus's bytes keep naming the calls they were made for.
-enum class Call { Create, Destroy, Append, Attend, Read, Prefill, Decode, EndPrefill, Reset, Inspect, Trim, Count };
+// New calls last: the seed corpus's bytes keep naming the calls they were made for.
+enum class Call { Create, Destroy, Append, Attend, Read, Prefill, Decode, EndPrefill, Reset, Inspect, Trim, AttendBatch, Count };
 
 // kvc.h: append checks layer, n_tokens and capacity, and attend its layer, n_queries and
 // state, before reading their data. Only then does the fuzzer pass one-element buffers.
@@ -94,6 +94,7 @@ void CallSequence::run(FuzzedDataProvider& data) {
           report_finding("kvc_context_trim", "changed a cache");
         break;
       }
+      case Call::AttendBatch: attend_batch(data, pick_layer(data, cache.desc)); break;
       default: inspect(data, cache); break;
     }
   }
@@ -164,6 +165,61 @@ void CallSequence::attend(FuzzedDataProvider& data, LiveCache& cache, uint32_t l
   if (!holds_only_finite(scores)) report_finding("kvc_attend", "wrote NaN or Inf scores from moderate finite inputs");
   if (std::any_of(scores.begin(), scores.end(), [](float score) { return score < 0.0f; }))
     report_finding("kvc_attend", "left a score unwritten or wrote a negative probability");
+}
+
+void CallSequence::attend_batch(FuzzedDataProvider& data, uint32_t layer) {
+  // One to three live caches, now and then the same one twice (refused): each with its Q (1
+  // token), out and, rarely, scores in device buffers; now and then a view too small.
+  const uint32_t n = data.ConsumeIntegralInRange<uint32_t>(1, 3);
+  std::vector<LiveCache*> picked;
+  for (uint32_t i = 0; i < n; ++i) picked.push_back(&caches_[data.ConsumeIntegralInRange<size_t>(0, caches_.size() - 1)]);
+  const kvc_dtype dtype = pick_dtype(data, picked.front()->desc);
+  std::vector<kvc_cache*> handles;
+  std::vector<CacheSnapshot> before;
+  std::vector<BufferPtr> buffers;
+  std::vector<kvc_buffer_view> q, out, scores;
+  bool moderate = true;
+  for (LiveCache* cache : picked) {
+    const kvc_cache_desc& desc = cache->desc;
+    handles.push_back(cache->handle);
+    before.push_back(take_snapshot(cache->handle, desc));
+    moderate = moderate && cache->moderate;
+    const size_t elements = size_t(desc.num_q_heads) * desc.head_dim;
+    FuzzedTensor query = make_tensor(data, dtype, elements);
+    moderate = moderate && !query.extreme && !query.non_finite;  // device inputs are not checked (kvc.h)
+    const size_t bytes = pick_rarely(data, 16) ? element_bytes(dtype) : query.bytes.size();
+    for (std::vector<kvc_buffer_view>* views : {&q, &out}) {
+      kvc_buffer* buffer = nullptr;
+      if (kvc_buffer_create(context_, bytes, &buffer) != KVC_OK) return;
+      buffers.emplace_back(buffer);
+      views->push_back({buffer, 0});
+    }
+    kvc_buffer_write(q.back().buffer, 0, bytes, query.data());
+    kvc_buffer* score_buffer = nullptr;
+    uint32_t slots = 0;
+    if (layer < desc.num_layers) kvc_cache_layer_slots(cache->handle, layer, &slots);
+    const uint64_t score_bytes = std::max<uint64_t>(4, uint64_t(desc.num_kv_heads) * slots * 4);
+    if (pick_rarely(data, 4) && kvc_buffer_create(context_, score_bytes, &score_buffer) == KVC_OK) buffers.emplace_back(score_buffer);
+    scores.push_back({score_buffer, 0});
+  }
+  const kvc_status status = kvc_attend_batch_device(context_, n, handles.data(), layer, dtype, q.data(), out.data(), scores.data());
+  if (!is_call_status(status)) report_finding("kvc_attend_batch_device", "returned a value that is no kvc_status");
+  if (status != KVC_OK) {
+    if (kvc_context_last_error(context_)[0] == '\0') report_finding("kvc_attend_batch_device", "failed without a last-error message");
+    for (size_t i = 0; i < picked.size(); ++i)
+      if (!(take_snapshot(picked[i]->handle, picked[i]->desc) == before[i])) report_finding("kvc_attend_batch_device", "failed but changed a cache");
+    return;
+  }
+  for (size_t i = 0; i < picked.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (picked[i] == picked[j]) report_finding("kvc_attend_batch_device", "accepted a cache listed twice");
+  if (!moderate) return;
+  for (size_t i = 0; i < picked.size(); ++i) {
+    const kvc_cache_desc& desc = picked[i]->desc;
+    std::vector<unsigned char> written(size_t(desc.num_q_heads) * desc.head_dim * element_bytes(dtype));
+    if (kvc_buffer_read(out[i].buffer, 0, written.size(), written.data()) == KVC_OK && !holds_only_finite(written, dtype))
+      report_finding("kvc_attend_batch_device", "wrote NaN or Inf from moderate finite inputs");
+  }
 }
 
 void CallSequence::read(FuzzedDataProvider& data, LiveCache& cache) {

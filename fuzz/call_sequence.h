@@ -7,6 +7,7 @@
 
 #include <fuzzer/FuzzedDataProvider.h>
 
+#include <memory>
 #include <vector>
 
 #include "kvc/kvc.h"
@@ -33,6 +34,8 @@ class CallSequence {
   void destroy(FuzzedDataProvider& data);
   void append(FuzzedDataProvider& data, LiveCache& cache, uint32_t layer, uint32_t n_tokens);
   void attend(FuzzedDataProvider& data, LiveCache& cache, uint32_t layer, uint32_t n_queries);
+  // kvc_attend_batch_device over some of the live caches (device buffers for Q, out, scores).
+  void attend_batch(FuzzedDataProvider& data, uint32_t layer);
   void read(FuzzedDataProvider& data, LiveCache& cache);
   void inspect(FuzzedDataProvider& data, LiveCache& cache);
   // Appends a chunk of n_tokens to every layer and attends some of its queries (a decode step
@@ -43,6 +46,11 @@ class CallSequence {
   // Runs `call` on `cache` and checks what every call must keep (see the top of this file).
   template <typename Call>
   kvc_status checked(const char* name, LiveCache& cache, Call&& call);
+
+  struct BufferDestroy {
+    void operator()(kvc_buffer* buffer) const { kvc_buffer_destroy(buffer); }
+  };
+  using BufferPtr = std::unique_ptr<kvc_buffer, BufferDestroy>;
 
   kvc_context* context_;
   std::vector<LiveCache> caches_;

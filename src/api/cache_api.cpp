@@ -162,9 +162,9 @@ kvc_status kvc_attend_batch_device(kvc_context* context, uint32_t n_caches, kvc_
       kvc::require(handle != nullptr, KVC_ERROR_NULL_POINTER, [&] { return "caches[" + std::to_string(i) + "] is NULL"; });
       kvc::require(handle->context == context, KVC_ERROR_INVALID_ARGUMENT,
                    [&] { return "caches[" + std::to_string(i) + "] belongs to another context"; });
-      const auto [first, inserted] = listed.emplace(handle, i);
-      kvc::require(inserted, KVC_ERROR_INVALID_ARGUMENT, [&] {
-        return "caches[" + std::to_string(i) + "] is caches[" + std::to_string(first->second) + "] again: each cache decodes once per call";
+      const auto placed = listed.emplace(handle, i);  // no structured binding: C++17 lambdas cannot capture one
+      kvc::require(placed.second, KVC_ERROR_INVALID_ARGUMENT, [&] {
+        return "caches[" + std::to_string(i) + "] is caches[" + std::to_string(placed.first->second) + "] again: each cache decodes once per call";
       });
       kvc::Cache& cache = *handle->cache;
       const std::string name = "[" + std::to_string(i) + "]";
