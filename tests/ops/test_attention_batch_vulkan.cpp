@@ -26,13 +26,13 @@ uint32_t length_of(uint32_t cache, uint32_t caches) {
   return cache == 1 ? 5000 : lengths[cache % 7];
 }
 
-void check_batch(uint32_t caches, uint32_t q_heads, uint32_t kv_heads, Dtype dtype, const ops::RopeParams& rope) {
+void check_batch(uint32_t caches, uint32_t q_heads, uint32_t kv_heads, Dtype dtype, const ops::RopeParams& rope, uint32_t head_dim = 128) {
   std::vector<test::AttentionCase> problems;
   for (uint32_t cache = 0; cache < caches; ++cache) {
     ops::AttentionShape shape;
     shape.num_q_heads = q_heads;
     shape.num_kv_heads = kv_heads;
-    shape.head_dim = 128;
+    shape.head_dim = head_dim;
     shape.num_queries = 1;
     shape.num_slots = length_of(cache, caches);
     shape.dtype = dtype;
@@ -58,7 +58,7 @@ void check_batch(uint32_t caches, uint32_t q_heads, uint32_t kv_heads, Dtype dty
     ops::attention_batch(*gpu, entries);
     gpu->submit();
     for (uint32_t cache = 0; cache < caches; ++cache) {
-      INFO(caches, " caches, cache ", cache, " of ", problems[cache].shape.num_slots, " slots, q_heads ", q_heads, " kv_heads ", kv_heads,
+      INFO(caches, " caches, cache ", cache, " of ", problems[cache].shape.num_slots, " slots, q_heads ", q_heads, " kv_heads ", kv_heads, " head_dim ", head_dim,
            " ", std::string(dtype_name(dtype)), " rope ", rope.style, "/", rope.rotary_dims, per_cache ? " per cache" : " batched");
       const std::vector<float> actual = test::decode(test::read_tensor(*gpu, *tensors[cache].out, tensors[cache].out->bytes()), dtype);
       CHECK(test::relative_max_error(actual, expected[cache]) < tolerance(dtype));
@@ -75,6 +75,15 @@ TEST_CASE("batched decode attention on Vulkan equals the CPU reference per cache
         check_batch(caches, 4, 4, dtype, rope);
         check_batch(caches, 8, 2, dtype, rope);
       }
+}
+
+TEST_CASE("batched decode attention on Vulkan: several query-head blocks per kv head, small and large heads") {
+  // MQA with 24 query heads takes head blocks of 6 (four workgroups per kv head and split);
+  // head_dim 256 in f32 is 64 lanes per key, more than a subgroup: the shared-memory lane sum.
+  for (Dtype dtype : {Dtype::F32, Dtype::F16}) {
+    check_batch(5, 24, 1, dtype, ops::RopeParams{KVC_ROPE_NEOX, 64, 10000.0}, 64);
+    check_batch(4, 8, 4, dtype, ops::RopeParams{KVC_ROPE_INTERLEAVED, 128, 10000.0}, 256);
+  }
 }
 
 }  // namespace
