@@ -228,7 +228,9 @@ typedef struct kvc_cache_desc {
      * before RoPE and rotate them as attention reads them; KVC_POLICY_FULL, whose positions
      * never change, stores them rotated as they arrive (as engines cache keys), so attention
      * reads them as stored. kvc_cache_read returns keys before RoPE either way (FULL's rotated
-     * back: equal to what was appended up to the dtype's rounding, twice). */
+     * back: equal to what was appended up to the dtype's rounding, twice). FULL's
+     * kvc_cache_append therefore refuses (KVC_ERROR_INVALID_ARGUMENT) a key whose rotary pair
+     * has a norm past the dtype's largest value, e.g. 65504 in f16. */
     kvc_rope_style rope_style;
     float rope_theta;      /* base of the rotary frequencies, e.g. 10000 */
     uint32_t rope_dims;    /* leading dims rotated, a multiple of 8; 0 means head_dim */

@@ -1,6 +1,8 @@
 #include "cache/cache.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -14,6 +16,29 @@ namespace {
 void require_finite(const void* data, Dtype dtype, size_t count, const char* what) {
   const size_t bad = first_non_finite(data, dtype, count);
   if (bad < count) throw Error(KVC_ERROR_NOT_FINITE, std::string(what) + " holds NaN or Inf at element " + std::to_string(bad));
+}
+
+// A cache that stores keys rotated stores x cos - y sin and x sin + y cos of each rotary pair,
+// which reach the pair's norm: refuse a pair whose norm passes the dtype's largest finite value
+// (only elements of half that magnitude or more can make one: first_rotation_candidate).
+void require_rotatable(const ops::RopeParams& rope, const void* k, Dtype dtype, size_t rows, uint32_t head_dim) {
+  const size_t elements = rows * head_dim;
+  const double largest = dtype == Dtype::F32 ? double(std::numeric_limits<float>::max()) : 65504.0;
+  for (size_t at = first_rotation_candidate(k, dtype, elements); at < elements;) {
+    const size_t row = at / head_dim;
+    for (uint32_t pair = 0; pair < rope.rotary_dims / 2; ++pair) {
+      uint32_t first, second;
+      ops::rope_pair_dims(rope, pair, first, second);
+      const double x = load_element(k, dtype, row * head_dim + first), y = load_element(k, dtype, row * head_dim + second);
+      if (std::hypot(x, y) > largest)
+        throw Error(KVC_ERROR_INVALID_ARGUMENT, "k holds at row " + std::to_string(row) + " (token x kv head) a rotary pair (dims " +
+                                                    std::to_string(first) + ", " + std::to_string(second) + ") of norm " +
+                                                    std::to_string(std::hypot(x, y)) + ": rotated, as this cache stores keys, it would pass the " +
+                                                    std::string(dtype_name(dtype)) + " range");
+    }
+    const size_t next_row = (row + 1) * head_dim;
+    at = next_row + first_rotation_candidate(static_cast<const unsigned char*>(k) + next_row * dtype_size(dtype), dtype, elements - next_row);
+  }
 }
 
 }  // namespace
@@ -132,6 +157,7 @@ void Cache::append_host(uint32_t layer_index, uint32_t n_tokens, const void* k, 
   const size_t elements = size_t(n_tokens) * config_.token_elements();
   require_finite(k, config_.dtype, elements, "k");
   require_finite(v, config_.dtype, elements, "v");
+  if (keys_rotated()) require_rotatable(config_.rope, k, config_.dtype, size_t(n_tokens) * config_.num_kv_heads, config_.head_dim);
   // Staged as they come; the append scatters them to the cache's layout on the device.
   const size_t bytes = elements * dtype_size(config_.dtype);
   begin_change();

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "common/dtype.h"
 #include "support/api_helpers.h"
@@ -88,7 +89,8 @@ TEST_CASE("FULL with RoPE stores keys rotated and kvc_cache_read gives them back
             for (uint32_t d = 0; d < dim; ++d)
               expected[(size_t(head) * shot.slots + slot) * dim + d] = appended[(size_t(slot) * heads + head) * dim + d];
           }
-        INFO((backend == KVC_BACKEND_CPU ? "CPU " : "Vulkan "), dtype_name(storage), " style ", style);
+        const std::string label = std::string(backend == KVC_BACKEND_CPU ? "CPU " : "Vulkan ") + dtype_name(storage);
+        INFO(label, " style ", style);
         // Rotated, rounded to the dtype, rotated back and rounded again: two roundings of
         // elements of the pair's magnitude (f16: 2^-11 each) and, on Vulkan, its f32 rotation.
         double worst = 0;
@@ -104,6 +106,39 @@ TEST_CASE("FULL with RoPE stores keys rotated and kvc_cache_read gives them back
         }
         CHECK(worst < (dtype == KVC_DTYPE_F16 ? 0x1p-10 : 1e-6));
       }
+}
+
+TEST_CASE("FULL with RoPE refuses a key whose rotated pair would pass the dtype's range") {
+  // A pair whose norm passes the largest value ((-2.9, 65504) in f16, (max, max) in f32) could
+  // rotate to Inf; a pair of norm up to the largest value fits at every angle.
+  for (kvc_backend backend : {KVC_BACKEND_CPU, KVC_BACKEND_VULKAN})
+    for (kvc_dtype dtype : {KVC_DTYPE_F32, KVC_DTYPE_F16}) {
+      const Dtype storage = static_cast<Dtype>(dtype);
+      test::ContextPtr context = test::make_context(backend);
+      REQUIRE(context);
+      kvc_cache_desc desc = test::small_cache_desc(dtype, 16);
+      desc.rope_style = KVC_ROPE_INTERLEAVED;
+      test::CachePtr cache = test::make_cache(context.get(), desc);
+      const size_t row = desc.head_dim, elements = size_t(desc.num_kv_heads) * row;
+      const float largest = dtype == KVC_DTYPE_F16 ? 65504.0f : std::numeric_limits<float>::max();
+      std::vector<float> k(elements, 0.5f), v(elements, 0.25f);
+      k[row + 2] = dtype == KVC_DTYPE_F16 ? -2.9f : largest, k[row + 3] = largest;  // kv head 1, dims 2 and 3: one interleaved pair
+      const std::vector<unsigned char> v_bytes = test::encode(v, storage);
+      std::vector<float> too_large = k;
+      const std::vector<unsigned char> too_large_bytes = test::encode(too_large, storage);
+      const std::string label = std::string(backend == KVC_BACKEND_CPU ? "CPU " : "Vulkan ") + dtype_name(storage);
+      INFO(label);
+      test::expect_refused(context.get(), cache.get(), KVC_ERROR_INVALID_ARGUMENT,
+                           [&] { return kvc_cache_append(cache.get(), 0, 1, dtype, too_large_bytes.data(), v_bytes.data()); },
+                           "rotary pair (dims 2, 3)");
+      k[row + 2] = 0.0f, k[row + 3] = largest;  // norm = the largest value: fits at every angle
+      k[row + 4] = 0.6f * largest, k[row + 5] = 0.7f * largest;  // norm 0.92 of it
+      const std::vector<unsigned char> fitting = test::encode(k, storage);
+      REQUIRE(kvc_cache_append(cache.get(), 0, 1, dtype, fitting.data(), v_bytes.data()) == KVC_OK);
+      const test::LayerSnapshot shot = test::snapshot(cache.get(), 0);
+      const std::vector<float> read = test::decode(std::vector<unsigned char>(shot.k.begin(), shot.k.begin() + elements * dtype_size(storage)), storage);
+      for (float value : read) CHECK(std::isfinite(value));
+    }
 }
 
 }  // namespace kvc
