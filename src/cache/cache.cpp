@@ -29,11 +29,12 @@ void require_rotatable(const ops::RopeParams& rope, const void* k, Dtype dtype, 
     for (uint32_t pair = 0; pair < rope.rotary_dims / 2; ++pair) {
       uint32_t first, second;
       ops::rope_pair_dims(rope, pair, first, second);
-      const double x = load_element(k, dtype, row * head_dim + first), y = load_element(k, dtype, row * head_dim + second);
-      if (std::hypot(x, y) > largest)
+      // In double: a float hypot rounds (-2.9, 65504) to 65504, which fits.
+      const double norm = std::hypot(double(load_element(k, dtype, row * head_dim + first)), double(load_element(k, dtype, row * head_dim + second)));
+      if (norm > largest)
         throw Error(KVC_ERROR_INVALID_ARGUMENT, "k holds at row " + std::to_string(row) + " (token x kv head) a rotary pair (dims " +
                                                     std::to_string(first) + ", " + std::to_string(second) + ") of norm " +
-                                                    std::to_string(std::hypot(x, y)) + ": rotated, as this cache stores keys, it would pass the " +
+                                                    std::to_string(norm) + ": rotated, as this cache stores keys, it would pass the " +
                                                     std::string(dtype_name(dtype)) + " range");
     }
     const size_t next_row = (row + 1) * head_dim;
