@@ -1,12 +1,13 @@
 // The fault-injection suite (KVC_FAULT_INJECTION builds; docs/reliability.md, "Fault
 // injection"). For every policy, a tiny scenario of C API calls (cache creation, host appends
 // and attends of the prompt, kvc_cache_end_prefill, a decode token on the device path, one in a
-// one-submission step, kvc_cache_read, kvc_cache_reset and a token after it) runs three times
+// one-submission step, kvc_cache_read, kvc_cache_reset and a token after it, then a second
+// cache and a token of both through kvc_attend_batch_device) runs three times
 // on one Vulkan context: a reference run, a counting run (how many operations of each kind
 // each call reaches, and the same results bit for bit), and the faulted run, where every call
 // is first made to fail at its n-th operation of each kind, for every n it reaches, before it
 // runs for real. After each injected failure the call must return an error status with a
-// message, the cache must read back (kvc_cache_read: K, V, positions; stats) exactly as before
+// message, the caches must read back (kvc_cache_read: K, V, positions; stats) exactly as before
 // the call, and the run must end with the reference's results. Pipeline creation (cached per
 // context) is faulted on fresh contexts; a lost device (submission, fence wait) on fresh
 // contexts too, after which every call is refused with KVC_ERROR_DEVICE_LOST and every handle
@@ -78,22 +79,27 @@ CacheState read_state(kvc_cache* cache, uint32_t num_layers) {
   return state;
 }
 
+// Every cache of a run, as read back.
+using RunState = std::vector<CacheState>;
+
 // One policy's scenario: its calls, and the inputs every run feeds them.
 struct Scenario {
   PolicyCase policy;
   kvc_cache_desc desc{};
   std::vector<std::vector<StepInputs>> prompt;  // [chunk][layer]
-  std::vector<std::vector<StepInputs>> decode;  // [token][layer]: token 0 the device path, 1 a step, 2 after the reset
+  // [token][layer]: token 0 the device path, 1 a step, 2 after the reset, 3 the batch's
+  std::vector<std::vector<StepInputs>> decode;
 };
 
-// A run of the scenario on one context: the cache, a device buffer with one token's K, V, Q,
-// output and scores per layer, and what every call returned.
+// A run of the scenario on one context: the cache, a second cache for the batched attend, a
+// device buffer with one token's K, V, Q, output, scores and the second cache's output per
+// layer, and what every call returned.
 class Run {
  public:
   Run(kvc_context* context, const Scenario& scenario) : context_(context), s_(scenario) {
     const uint64_t alignment = context_info(context).buffer_offset_alignment;
     const ChunkBytes bytes = chunk_bytes(s_.desc, 1);
-    for (uint64_t size : {bytes.kv, bytes.kv, bytes.q, bytes.q, bytes.scores}) {
+    for (uint64_t size : {bytes.kv, bytes.kv, bytes.q, bytes.q, bytes.scores, bytes.q}) {
       places_.push_back(end_);
       end_ = round_up(end_ + size, alignment);
     }
@@ -103,6 +109,14 @@ class Run {
 
   kvc_context* context() const { return context_; }
   kvc_cache* cache() const { return cache_.get(); }
+
+  // What every cache the run has made reads back as.
+  RunState state() const {
+    RunState state;
+    for (kvc_cache* made : {cache_.get(), second_.get()})
+      if (made) state.push_back(read_state(made, s_.desc.num_layers));
+    return state;
+  }
   const std::vector<std::vector<unsigned char>>& outputs() const { return outputs_; }
 
   // The scenario's calls, each a function returning its status; `record` keeps what it returned.
@@ -181,11 +195,46 @@ class Run {
       calls.push_back({"kvc_attend" + at, [this, layer, &in, out] { return kvc_attend(cache(), layer, 1, s_.desc.dtype, in.q.data(), out->data(), nullptr); },
                        nullptr, [this, out] { keep(*out, {}); }});
     }
+    add_batch_calls(calls);
     return calls;
   }
 
  private:
   kvc_buffer_view view(uint32_t layer, size_t place) const { return {buffer_.get(), layer * layer_bytes_ + places_[place]}; }
+
+  // A second cache of the same shape and policy, a token appended to both, and the token of
+  // both attended by one kvc_attend_batch_device: its batched kernels where the policy takes
+  // them (two caches make a group), its per-cache route inside the call where it does not.
+  void add_batch_calls(std::vector<Call>& calls) {
+    calls.push_back({"kvc_cache_create (the second cache)", [this] {
+                       kvc_cache* cache = nullptr;
+                       const kvc_status status = kvc_cache_create(context_, &s_.desc, &cache);
+                       if (status == KVC_OK) second_.reset(cache);
+                       CHECK((status == KVC_OK) == (cache != nullptr));
+                       return status;
+                     }});
+    for (uint32_t layer = 0; layer < s_.desc.num_layers; ++layer) {
+      const std::string at = " layer " + std::to_string(layer);
+      const auto write = [this, layer] { write_inputs(s_.decode[3][layer], layer); };
+      for (bool second : {false, true})
+        calls.push_back({"kvc_cache_append_device (" + std::string(second ? "second" : "first") + " cache, for the batch)" + at,
+                         [this, layer, second] {
+                           return kvc_cache_append_device(second ? second_.get() : cache(), layer, 1, s_.desc.dtype, view(layer, 0), view(layer, 1));
+                         },
+                         write});
+      calls.push_back({"kvc_attend_batch_device (both caches)" + at,
+                       [this, layer] {
+                         kvc_cache* const caches[] = {cache(), second_.get()};
+                         const kvc_buffer_view q[] = {view(layer, 2), view(layer, 2)}, out[] = {view(layer, 3), view(layer, 5)};
+                         return kvc_attend_batch_device(context_, 2, caches, layer, s_.desc.dtype, q, out, nullptr);
+                       },
+                       write,
+                       [this, layer] {
+                         keep(read_output(layer), {});
+                         keep(read_output(layer, 5), {});
+                       }});
+    }
+  }
 
   void write_inputs(const StepInputs& in, uint32_t layer) {
     require_ok(context_, kvc_buffer_write(buffer_.get(), view(layer, 0).offset, in.k.size(), in.k.data()), "kvc_buffer_write k");
@@ -193,9 +242,9 @@ class Run {
     require_ok(context_, kvc_buffer_write(buffer_.get(), view(layer, 2).offset, in.q.size(), in.q.data()), "kvc_buffer_write q");
   }
 
-  std::vector<unsigned char> read_output(uint32_t layer) {
+  std::vector<unsigned char> read_output(uint32_t layer, size_t place = 3) {
     std::vector<unsigned char> out(s_.decode[0][layer].q.size());
-    require_ok(context_, kvc_buffer_read(buffer_.get(), view(layer, 3).offset, out.size(), out.data()), "kvc_buffer_read out");
+    require_ok(context_, kvc_buffer_read(buffer_.get(), view(layer, place).offset, out.size(), out.data()), "kvc_buffer_read out");
     return out;
   }
 
@@ -225,7 +274,7 @@ class Run {
 
   kvc_context* context_;
   const Scenario& s_;
-  CachePtr cache_;
+  CachePtr cache_, second_;
   BufferPtr buffer_;
   std::vector<uint64_t> places_;
   uint64_t end_ = 0, layer_bytes_ = 0;
@@ -242,7 +291,7 @@ Scenario make_scenario(const PolicyCase& policy) {
     s.prompt.emplace_back();
     for (uint32_t layer = 0; layer < s.desc.num_layers; ++layer) s.prompt.back().push_back(random_step_inputs(s.desc, n));
   }
-  for (int token = 0; token < 3; ++token) {
+  for (int token = 0; token < 4; ++token) {
     s.decode.emplace_back();
     for (uint32_t layer = 0; layer < s.desc.num_layers; ++layer) s.decode.back().push_back(random_step_inputs(s.desc, 1));
   }
@@ -266,11 +315,11 @@ std::vector<std::array<uint64_t, kOps>> run_all(Run& run) {
 }
 
 // `call` with the n-th operation of `op` failing: an error with a message, the cache as before.
-void expect_clean_failure(Run& run, Run::Call& call, Op op, uint64_t nth, VkResult error, uint32_t num_layers) {
+void expect_clean_failure(Run& run, Run::Call& call, Op op, uint64_t nth, VkResult error) {
   const std::string fault = call.name + ": " + faults::op_name(op) + " number " + std::to_string(nth) + " fails with " + kvc::vk::result_name(error);
   INFO(fault);
   const bool has_cache = run.cache() != nullptr;
-  const CacheState before = has_cache ? read_state(run.cache(), num_layers) : CacheState{};
+  const RunState before = run.state();
   if (call.setup) call.setup();
   faults::reset();
   faults::arm(op, nth, error);
@@ -283,7 +332,7 @@ void expect_clean_failure(Run& run, Run::Call& call, Op op, uint64_t nth, VkResu
   CHECK(status != KVC_OK);
   CHECK(status != KVC_ERROR_INTERNAL);
   CHECK(!message.empty());
-  if (has_cache) CHECK(read_state(run.cache(), num_layers) == before);
+  if (has_cache) CHECK(run.state() == before);
   else CHECK(run.cache() == nullptr);
 }
 
@@ -308,12 +357,11 @@ struct FreshRun {
 
 void check_policy(const PolicyCase& policy, size_t policy_index, Tally& tally) {
   const Scenario scenario = make_scenario(policy);
-  const uint32_t layers = scenario.desc.num_layers;
   ContextPtr context = vulkan_context();
   // The reference (which also warms the context: pipelines, scratch, staging), then the count.
   Run reference(context.get(), scenario);
   run_all(reference);
-  const CacheState reference_end = read_state(reference.cache(), layers);
+  const RunState reference_end = reference.state();
   Run counted(context.get(), scenario);
   const std::vector<std::array<uint64_t, kOps>> counts = run_all(counted);
   CHECK(counted.outputs() == reference.outputs());
@@ -327,7 +375,7 @@ void check_policy(const PolicyCase& policy, size_t policy_index, Tally& tally) {
     Run::Call& call = calls[index];
     for (Op op : kWarmOps)
       for (uint64_t nth = 1; nth <= counts[index][size_t(op)]; ++nth) {
-        expect_clean_failure(faulted, call, op, nth, recoverable_error(op), layers);
+        expect_clean_failure(faulted, call, op, nth, recoverable_error(op));
         ++tally.injected[size_t(op)];
       }
     INFO(call.name, " after its injected failures");
@@ -340,7 +388,7 @@ void check_policy(const PolicyCase& policy, size_t policy_index, Tally& tally) {
     if (call.record) call.record();
   }
   CHECK(faulted.outputs() == reference.outputs());
-  CHECK(read_state(faulted.cache(), layers) == reference_end);
+  CHECK(faulted.state() == reference_end);
 
   // Pipelines and mapped staging: on a fresh context each call makes those it is the first to need.
   ContextPtr cold_context = vulkan_context();
@@ -350,7 +398,7 @@ void check_policy(const PolicyCase& policy, size_t policy_index, Tally& tally) {
     for (Op op : kColdOps)
       for (uint64_t nth = 1; nth <= cold_counts[index][size_t(op)]; ++nth) {
         FreshRun fresh(scenario, index);
-        expect_clean_failure(*fresh.run, fresh.calls[index], op, nth, recoverable_error(op), layers);
+        expect_clean_failure(*fresh.run, fresh.calls[index], op, nth, recoverable_error(op));
         ++tally.injected[size_t(op)];
         require_ok(fresh.context.get(), fresh.calls[index].run(), fresh.calls[index].name.c_str());
       }
