@@ -13,6 +13,7 @@
 #include "soak/soak_cases.h"
 #include "soak/soak_options.h"
 #include "soak/soak_run.h"
+#include "vulkan/profile.h"
 #include "vulkan/validation_log.h"
 
 namespace {
@@ -83,23 +84,45 @@ int main(int argc, char** argv) {
   kvc_context_info info{};
   info.struct_size = sizeof(info);
   kvc_context_info_get(context.get(), &info);
-  std::printf("kvc-soak on %s: %llu decode tokens per run, seed %llu, warm-up max(10%%, two memory periods)\n", info.device_name,
-              static_cast<unsigned long long>(options.decode_tokens), static_cast<unsigned long long>(options.seed));
+  std::printf("kvc-soak on %s: %llu decode tokens per run%s, seed %llu, warm-up max(10%%, two memory periods)\n", info.device_name,
+              static_cast<unsigned long long>(options.decode_tokens), options.lockstep ? ", the runs in lockstep (one step per token)" : "",
+              static_cast<unsigned long long>(options.seed));
   std::fflush(stdout);  // a run killed from outside still names its device
 
-  int violations = 0;
+  std::vector<kvc::soak::SoakRunSpec> specs;
   for (const SoakCase& c : cases)
     for (kvc_dtype dtype : options.dtypes)
-      for (kvc::soak::FeedPath path : options.paths) {
-        const uint32_t messages_before = validation_messages(context.get());
-        kvc::soak::SoakResult result = kvc::soak::run_soak(context.get(), c, dtype, path, options);
-        const uint32_t messages = validation_messages(context.get()) - messages_before;
-        if (messages != 0 && result.violation.empty())
-          result.violation = std::to_string(messages) + " validation-layer messages; the process's first: " +
-                             kvc::vk::first_validation_messages().front();
-        print_result(c, dtype, path, result);
-        violations += !result.violation.empty();
-      }
+      for (kvc::soak::FeedPath path : options.paths) specs.push_back({&c, dtype, path});
+
+  // Validation-layer messages fail the runs that were going on when they arrived.
+  const auto fail_on_messages = [&](uint32_t messages_before, kvc::soak::SoakResult& result) {
+    const uint32_t messages = validation_messages(context.get()) - messages_before;
+    if (messages != 0 && result.violation.empty())
+      result.violation = std::to_string(messages) + " validation-layer messages; the process's first: " +
+                         kvc::vk::first_validation_messages().front();
+  };
+  int violations = 0;
+  const auto report = [&](const kvc::soak::SoakRunSpec& spec, const kvc::soak::SoakResult& result) {
+    print_result(*spec.soak_case, spec.dtype, spec.path, result);
+    violations += !result.violation.empty();
+  };
+  if (options.lockstep) {
+    const uint32_t messages_before = validation_messages(context.get());
+    std::vector<kvc::soak::SoakResult> results = kvc::soak::run_lockstep(context.get(), specs, options);
+    for (size_t i = 0; i < specs.size(); ++i) {
+      fail_on_messages(messages_before, results[i]);
+      report(specs[i], results[i]);
+    }
+  } else {
+    for (const kvc::soak::SoakRunSpec& spec : specs) {
+      const uint32_t messages_before = validation_messages(context.get());
+      kvc::soak::SoakResult result = kvc::soak::run_soak(context.get(), spec, options);
+      fail_on_messages(messages_before, result);
+      report(spec, result);
+    }
+  }
+  // KVC_PROFILE=1: where the device's time per token went (vulkan/profile.h).
+  std::fputs(kvc::vk::profile_take("kvc-soak, GPU time per command").c_str(), stdout);
   if (violations) std::printf("kvc-soak: %d run(s) FAILED\n", violations);
   return violations ? 1 : 0;
 }

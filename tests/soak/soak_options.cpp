@@ -10,7 +10,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: kvc-soak [--tokens N] [--backend cpu|vulkan|auto] [--policies A,B,...] [--dtypes f32,f16]\n"
     "                [--paths host,engine] [--seed N] [--rss-slack-mib N] [--check-interval N]\n"
-    "                [--seconds N] [--plant-leak BYTES]\n"
+    "                [--seconds N] [--lockstep] [--plant-leak BYTES]\n"
     "  --tokens N          decode tokens per policy, dtype and path (default 1000000)\n"
     "  --backend           cpu (default), vulkan or auto\n"
     "  --policies          STREAMING,H2O,TOVA,TREEKV,FREQKV,FAEDKV,FOURIER (default: all)\n"
@@ -22,6 +22,8 @@ constexpr const char* kUsage =
     "  --check-interval N  tokens between position and resident-memory checks (default 1000)\n"
     "  --seconds N         a run past N seconds stops at its next check: a pass with fewer tokens\n"
     "                      when its warm-up is over, else a failure (default: no limit)\n"
+    "  --lockstep          the runs side by side, each decode token of all of them in one step\n"
+    "                      (a GPU's submission latency paid once per token for all)\n"
     "  --plant-leak BYTES  self-test: keep BYTES of host memory per token; the soak must fail\n";
 
 std::vector<std::string> split(const std::string& list) {
@@ -90,8 +92,13 @@ bool parse_one(const std::string& flag, const char* value, SoakOptions& options)
 const char* feed_path_name(FeedPath path) { return path == FeedPath::Host ? "host" : "engine"; }
 
 bool parse_options(int argc, char** argv, SoakOptions& options) {
-  for (int i = 1; i < argc; i += 2) {
-    if (i + 1 >= argc || !parse_one(argv[i], argv[i + 1], options)) {
+  for (int i = 1; i < argc;) {
+    if (std::string(argv[i]) == "--lockstep") {  // the one flag without a value
+      options.lockstep = true;
+      i += 1;
+    } else if (i + 1 < argc && parse_one(argv[i], argv[i + 1], options)) {
+      i += 2;
+    } else {
       std::fprintf(stderr, "kvc-soak: bad argument '%s'\n%s", argv[i], kUsage);
       return false;
     }

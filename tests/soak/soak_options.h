@@ -29,6 +29,9 @@ struct SoakOptions {
   // Wall-clock bound of one run (0: none), so that a run on borrowed time still reports what
   // it did instead of being killed with nothing printed.
   uint64_t seconds_limit = 0;
+  // Every run's cache in one context, each decode token of all of them in one step
+  // (run_lockstep): a GPU's submission latency is paid once per token for all the runs.
+  bool lockstep = false;
   // Self-test of the detector: the soak itself keeps this many host bytes per decode token,
   // which must make it fail.
   uint64_t planted_leak_bytes = 0;

@@ -19,74 +19,99 @@ struct CacheDeleter {
 };
 using CachePtr = std::unique_ptr<kvc_cache, CacheDeleter>;
 
-// The run's state and checks; run_soak drives it token by token.
+// One run's state and checks, fed a token at a time: alone (run_soak) or beside other runs in
+// one step per token (run_lockstep).
 class Soak {
  public:
-  Soak(kvc_context* context, const SoakCase& soak_case, kvc_dtype dtype, FeedPath path, const SoakOptions& options)
+  Soak(kvc_context* context, const SoakRunSpec& spec, const SoakOptions& options)
       : context_(context),
-        case_(soak_case),
-        desc_(soak_case.desc(dtype)),
+        case_(*spec.soak_case),
+        desc_(spec.soak_case->desc(spec.dtype)),
         options_(options),
-        feed_(context, desc_, path, soak_case.prompt_tokens),
+        feed_(context, desc_, spec.path, spec.soak_case->prompt_tokens),
         inputs_(desc_, options.seed) {
-    result_.warmup_tokens = std::max<uint64_t>(options.decode_tokens / 10, 2 * uint64_t(soak_case.memory_period));
+    result_.warmup_tokens = std::max<uint64_t>(options.decode_tokens / 10, 2 * uint64_t(case_.memory_period));
   }
 
-  SoakResult run() {
+  // Creates the cache and feeds the prompt; the run is active after it unless that failed.
+  void start() {
     start_ = std::chrono::steady_clock::now();
-    drive();
-    result_.seconds = elapsed_seconds();
-    return result_;
+    set_active(begin());
   }
+
+  // Whether the run takes another decode token: none failed, some are left, no time limit hit.
+  bool active() const { return active_; }
+
+  // Before a token: a full FOURIER cache is reset and takes its prompt again.
+  void prepare_token() {
+    if (!case_.refills || layer_tokens_ != case_.capacity) return;
+    layer_tokens_ = 0;
+    set_active(succeeded(kvc_cache_reset(cache_.get()), "kvc_cache_reset") && feed_prompt());
+    result_.refills += active_;
+  }
+
+  // Records the token's calls into the caller's open step (the host path's calls run in it too).
+  kvc_status record_token() { return feed_.record(cache_.get(), 1, inputs_.next(1), outputs_); }
+
+  // Feeds the token on its own: a step of its own on the engine path, a submission per call on
+  // the host path.
+  kvc_status feed_token() { return feed_.feed(cache_.get(), 1, inputs_.next(1), outputs_); }
+
+  // After the token ran with `status`: its checks; the run ends at a violation, at its last
+  // token or at a check past the time limit.
+  void finish_token(kvc_status status) {
+    const uint64_t token = result_.decode_tokens;
+    set_active(check_fed(status, 1, "decode token " + std::to_string(token)) && after_token(token));
+  }
+
+  const SoakResult& result() const { return result_; }
 
  private:
-  void drive() {
-    if (options_.decode_tokens <= result_.warmup_tokens) {
-      fail("--tokens " + std::to_string(options_.decode_tokens) + " leaves no steady state after the warm-up of " +
-           std::to_string(result_.warmup_tokens) + " tokens");
-      return;
-    }
+  // A run's seconds end where it stops, whatever other runs in its lockstep still do.
+  void set_active(bool active) {
+    active_ = active;
+    if (!active_) result_.seconds = elapsed_seconds();
+  }
+
+  bool begin() {
+    if (options_.decode_tokens <= result_.warmup_tokens)
+      return fail("--tokens " + std::to_string(options_.decode_tokens) + " leaves no steady state after the warm-up of " +
+                  std::to_string(result_.warmup_tokens) + " tokens");
     kvc_cache* cache = nullptr;
-    if (!succeeded(kvc_cache_create(context_, &desc_, &cache), "kvc_cache_create")) return;
+    if (!succeeded(kvc_cache_create(context_, &desc_, &cache), "kvc_cache_create")) return false;
     cache_.reset(cache);
-    if (!feed_prompt()) return;
-    std::vector<std::vector<unsigned char>> planted_leak;
-    for (uint64_t token = 0; token < options_.decode_tokens; ++token) {
-      if (case_.refills && layer_tokens_ == case_.capacity) {
-        if (!succeeded(kvc_cache_reset(cache_.get()), "kvc_cache_reset")) return;
-        layer_tokens_ = 0;
-        if (!feed_prompt()) return;
-        ++result_.refills;
-      }
-      if (!feed_checked(1, "decode token " + std::to_string(token))) return;
-      result_.decode_tokens = token + 1;
-      if (options_.planted_leak_bytes) planted_leak.emplace_back(options_.planted_leak_bytes, 1);
-      if (!check_memory(token)) return;
-      const bool last_of_warmup = token + 1 == result_.warmup_tokens;
-      if ((token + 1) % options_.check_interval == 0 || last_of_warmup || token + 1 == options_.decode_tokens) {
-        if (!check_positions(token) || !check_resident(token, last_of_warmup)) return;
-        if (options_.seconds_limit && token + 1 < options_.decode_tokens && elapsed_seconds() > double(options_.seconds_limit)) {
-          // A pass needs a steady-state check, past the one that closes the warm-up.
-          if (token + 1 <= result_.warmup_tokens)
-            fail("the time limit of " + std::to_string(options_.seconds_limit) + " s came before a check after the warm-up, at decode token " +
-                 std::to_string(token));
-          result_.stopped_at_time_limit = true;
-          return;
-        }
-      }
-    }
+    return feed_prompt();
+  }
+
+  // The checks after decode token `token` was fed and its outputs checked; false ends the run.
+  bool after_token(uint64_t token) {
+    result_.decode_tokens = token + 1;
+    if (options_.planted_leak_bytes) planted_leak_.emplace_back(options_.planted_leak_bytes, 1);
+    if (!check_memory(token)) return false;
+    const bool last_of_warmup = token + 1 == result_.warmup_tokens;
+    if ((token + 1) % options_.check_interval != 0 && !last_of_warmup && token + 1 != options_.decode_tokens) return true;
+    if (!check_positions(token) || !check_resident(token, last_of_warmup)) return false;
+    if (token + 1 == options_.decode_tokens) return false;
+    if (!options_.seconds_limit || elapsed_seconds() <= double(options_.seconds_limit)) return true;
+    // A pass needs a steady-state check, past the one that closes the warm-up.
+    if (token + 1 <= result_.warmup_tokens)
+      return fail("the time limit of " + std::to_string(options_.seconds_limit) + " s came before a check after the warm-up, at decode token " +
+                  std::to_string(token));
+    result_.stopped_at_time_limit = true;
+    return false;
   }
 
   double elapsed_seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
 
   bool feed_prompt() {
-    if (!feed_checked(case_.prompt_tokens, "the prompt")) return false;
+    const uint32_t n_tokens = case_.prompt_tokens;
+    if (!check_fed(feed_.feed(cache_.get(), n_tokens, inputs_.next(n_tokens), outputs_), n_tokens, "the prompt")) return false;
     return !case_.ends_prefill || succeeded(kvc_cache_end_prefill(cache_.get()), "kvc_cache_end_prefill");
   }
 
-  // Feeds n_tokens of every layer and checks the outputs and tokens_seen.
-  bool feed_checked(uint32_t n_tokens, const std::string& what) {
-    if (!succeeded(feed_.feed(cache_.get(), n_tokens, inputs_.next(n_tokens), outputs_), what)) return false;
+  // After n_tokens of every layer were fed with `status`: the status, the outputs and tokens_seen.
+  bool check_fed(kvc_status status, uint32_t n_tokens, const std::string& what) {
+    if (!succeeded(status, what)) return false;
     layer_tokens_ += n_tokens;
     const size_t count = outputs_[0].size() / dtype_size(static_cast<Dtype>(desc_.dtype));
     for (uint32_t layer = 0; layer < desc_.num_layers; ++layer) {
@@ -169,15 +194,52 @@ class Soak {
   kvc_cache_stats stats_{};
   std::vector<std::vector<unsigned char>> outputs_;
   std::vector<int32_t> positions_;
+  std::vector<std::vector<unsigned char>> planted_leak_;
   SoakResult result_;
+  bool active_ = false;
   std::chrono::steady_clock::time_point start_;
 };
 
 }  // namespace
 
-SoakResult run_soak(kvc_context* context, const SoakCase& soak_case, kvc_dtype dtype, FeedPath path,
-                    const SoakOptions& options) {
-  return Soak(context, soak_case, dtype, path, options).run();
+SoakResult run_soak(kvc_context* context, const SoakRunSpec& spec, const SoakOptions& options) {
+  Soak soak(context, spec, options);
+  for (soak.start(); soak.active();) {
+    soak.prepare_token();
+    if (soak.active()) soak.finish_token(soak.feed_token());
+  }
+  return soak.result();
+}
+
+std::vector<SoakResult> run_lockstep(kvc_context* context, const std::vector<SoakRunSpec>& specs, const SoakOptions& options) {
+  std::vector<std::unique_ptr<Soak>> soaks;
+  for (const SoakRunSpec& spec : specs) {
+    soaks.push_back(std::make_unique<Soak>(context, spec, options));
+    soaks.back()->start();
+  }
+  std::vector<Soak*> stepping;
+  std::vector<kvc_status> recorded;
+  for (;;) {
+    stepping.clear();
+    for (const std::unique_ptr<Soak>& soak : soaks) {
+      if (soak->active()) soak->prepare_token();
+      if (soak->active()) stepping.push_back(soak.get());
+    }
+    if (stepping.empty()) break;
+    recorded.assign(stepping.size(), KVC_OK);
+    kvc_status step = kvc_step_begin(context);
+    if (step == KVC_OK) {
+      for (size_t i = 0; i < stepping.size(); ++i) recorded[i] = stepping[i]->record_token();
+      step = kvc_step_end(context);
+      const kvc_status waited = kvc_step_wait(context, UINT64_MAX);
+      if (step == KVC_OK) step = waited;
+    }
+    // A run's own refused call is its violation; a broken step is every run's.
+    for (size_t i = 0; i < stepping.size(); ++i) stepping[i]->finish_token(recorded[i] != KVC_OK ? recorded[i] : step);
+  }
+  std::vector<SoakResult> results;
+  for (const std::unique_ptr<Soak>& soak : soaks) results.push_back(soak->result());
+  return results;
 }
 
 }  // namespace kvc::soak

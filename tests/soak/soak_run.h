@@ -23,12 +23,25 @@ struct SoakResult {
   std::string violation;         // "" when every check passed, else the first failed check
 };
 
-// Runs options.decode_tokens decode tokens through a new cache of `soak_case` and checks, after
-// every token: the status, every output finite, tokens_seen, and, once warmed up, slots held and
-// device bytes within what the last memory period of the warm-up saw; every
+// What one run is: a policy's case, a dtype and a feed path.
+struct SoakRunSpec {
+  const SoakCase* soak_case = nullptr;
+  kvc_dtype dtype = KVC_DTYPE_F32;
+  FeedPath path = FeedPath::Host;
+};
+
+// Runs options.decode_tokens decode tokens through a new cache of the spec's case and checks,
+// after every token: the status, every output finite, tokens_seen, and, once warmed up, slots
+// held and device bytes within what the last memory period of the warm-up saw; every
 // options.check_interval tokens: kvc_cache_read's positions, and the resident set against its
 // value after the warm-up plus options.rss_slack_bytes. Stops at the first violation.
-SoakResult run_soak(kvc_context* context, const SoakCase& soak_case, kvc_dtype dtype, FeedPath path,
-                    const SoakOptions& options);
+SoakResult run_soak(kvc_context* context, const SoakRunSpec& spec, const SoakOptions& options);
+
+// The same runs in lockstep (kvc-soak --lockstep): every run's cache in one context, each decode
+// token of all of them recorded into one step, so a real GPU's per-submission latency is paid
+// once per token for all policies instead of once per policy. Prompts, refills and checks stay
+// each run's own. A step that fails fails every run it carried. Each result's seconds are the
+// whole lockstep's wall time.
+std::vector<SoakResult> run_lockstep(kvc_context* context, const std::vector<SoakRunSpec>& specs, const SoakOptions& options);
 
 }  // namespace kvc::soak

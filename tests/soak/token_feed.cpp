@@ -1,5 +1,7 @@
 #include "soak/token_feed.h"
 
+#include <algorithm>
+
 #include "common/dtype.h"
 
 namespace kvc::soak {
@@ -15,27 +17,39 @@ TokenFeed::TokenFeed(kvc_context* context, const kvc_cache_desc& desc, FeedPath 
   kvc_context_info info{};
   info.struct_size = sizeof(info);
   if (kvc_context_info_get(context, &info) != KVC_OK) return;  // feed() reports the context's error
-  const uint64_t element = dtype_size(static_cast<Dtype>(desc.dtype)),
-                 kv_bytes = aligned(uint64_t(max_tokens) * desc.num_kv_heads * desc.head_dim * element, info.buffer_offset_alignment),
-                 q_bytes = aligned(uint64_t(max_tokens) * desc.num_q_heads * desc.head_dim * element, info.buffer_offset_alignment);
-  layout_ = {0, kv_bytes, 2 * kv_bytes, 2 * kv_bytes + q_bytes, 2 * kv_bytes + 2 * q_bytes};
-  for (uint32_t layer = 0; layer < desc.num_layers; ++layer) {
-    kvc_buffer* buffer = nullptr;
-    if (kvc_buffer_create(context, layout_.bytes, &buffer) != KVC_OK) break;
-    buffers_.emplace_back(buffer);
+  const uint64_t element = dtype_size(static_cast<Dtype>(desc.dtype)), alignment = info.buffer_offset_alignment,
+                 kv_bytes = uint64_t(max_tokens) * desc.num_kv_heads * desc.head_dim * element,
+                 q_bytes = uint64_t(max_tokens) * desc.num_q_heads * desc.head_dim * element;
+  uint64_t end = 0;
+  const auto place = [&](uint64_t bytes) {
+    const uint64_t offset = end;
+    end = aligned(end + bytes, alignment);
+    return offset;
+  };
+  places_.resize(desc.num_layers);
+  for (LayerPlaces& layer : places_) {
+    layer.k = place(kv_bytes);
+    layer.v = place(kv_bytes);
+    layer.q = place(q_bytes);
   }
+  inputs_bytes_ = end;
+  for (LayerPlaces& layer : places_) layer.out = place(q_bytes);
+  kvc_buffer* buffer = nullptr;
+  if (kvc_buffer_create(context, end, &buffer) == KVC_OK) buffer_.reset(buffer);
+}
+
+void TokenFeed::size_outputs(uint32_t n_tokens, std::vector<std::vector<unsigned char>>& outputs) const {
+  const size_t out_bytes = size_t(n_tokens) * desc_.num_q_heads * desc_.head_dim * dtype_size(static_cast<Dtype>(desc_.dtype));
+  outputs.resize(desc_.num_layers);
+  for (std::vector<unsigned char>& output : outputs) output.resize(out_bytes);
 }
 
 kvc_status TokenFeed::feed(kvc_cache* cache, uint32_t n_tokens, const std::vector<LayerInputs>& inputs,
                            std::vector<std::vector<unsigned char>>& outputs) {
-  const size_t out_bytes = size_t(n_tokens) * desc_.num_q_heads * desc_.head_dim * dtype_size(static_cast<Dtype>(desc_.dtype));
-  outputs.resize(desc_.num_layers);
-  for (std::vector<unsigned char>& output : outputs) output.resize(out_bytes);
   if (path_ == FeedPath::Host) return feed_host(cache, n_tokens, inputs, outputs);
-  if (buffers_.size() != desc_.num_layers) return KVC_ERROR_OUT_OF_MEMORY;
   kvc_status status = kvc_step_begin(context_);
   if (status != KVC_OK) return status;
-  status = record_engine_step(cache, n_tokens, inputs, outputs);
+  status = record(cache, n_tokens, inputs, outputs);
   const kvc_status ended = kvc_step_end(context_);
   if (status == KVC_OK) status = ended;
   const kvc_status waited = kvc_step_wait(context_, UINT64_MAX);
@@ -44,6 +58,7 @@ kvc_status TokenFeed::feed(kvc_cache* cache, uint32_t n_tokens, const std::vecto
 
 kvc_status TokenFeed::feed_host(kvc_cache* cache, uint32_t n_tokens, const std::vector<LayerInputs>& inputs,
                                 std::vector<std::vector<unsigned char>>& outputs) {
+  size_outputs(n_tokens, outputs);
   for (uint32_t layer = 0; layer < desc_.num_layers; ++layer) {
     kvc_status status = kvc_cache_append(cache, layer, n_tokens, desc_.dtype, inputs[layer].k.data(), inputs[layer].v.data());
     if (status == KVC_OK)
@@ -53,22 +68,28 @@ kvc_status TokenFeed::feed_host(kvc_cache* cache, uint32_t n_tokens, const std::
   return KVC_OK;
 }
 
-kvc_status TokenFeed::record_engine_step(kvc_cache* cache, uint32_t n_tokens, const std::vector<LayerInputs>& inputs,
-                                         std::vector<std::vector<unsigned char>>& outputs) {
+kvc_status TokenFeed::record(kvc_cache* cache, uint32_t n_tokens, const std::vector<LayerInputs>& inputs,
+                             std::vector<std::vector<unsigned char>>& outputs) {
+  if (path_ == FeedPath::Host) return feed_host(cache, n_tokens, inputs, outputs);
+  if (!buffer_) return KVC_ERROR_OUT_OF_MEMORY;
+  size_outputs(n_tokens, outputs);
+  inputs_.assign(inputs_bytes_, 0);
   for (uint32_t layer = 0; layer < desc_.num_layers; ++layer) {
-    kvc_buffer* buffer = buffers_[layer].get();
     const LayerInputs& in = inputs[layer];
-    kvc_status status = kvc_buffer_write(buffer, layout_.k, in.k.size(), in.k.data());
-    if (status == KVC_OK) status = kvc_buffer_write(buffer, layout_.v, in.v.size(), in.v.data());
-    if (status == KVC_OK) status = kvc_buffer_write(buffer, layout_.q, in.q.size(), in.q.data());
-    if (status == KVC_OK)
-      status = kvc_cache_append_device(cache, layer, n_tokens, desc_.dtype, {buffer, layout_.k}, {buffer, layout_.v});
-    if (status == KVC_OK)
-      status = kvc_attend_device(cache, layer, n_tokens, desc_.dtype, {buffer, layout_.q}, {buffer, layout_.out}, {nullptr, 0});
-    if (status == KVC_OK) status = kvc_buffer_read(buffer, layout_.out, outputs[layer].size(), outputs[layer].data());
-    if (status != KVC_OK) return status;
+    const LayerPlaces& at = places_[layer];
+    std::copy(in.k.begin(), in.k.end(), inputs_.begin() + at.k);
+    std::copy(in.v.begin(), in.v.end(), inputs_.begin() + at.v);
+    std::copy(in.q.begin(), in.q.end(), inputs_.begin() + at.q);
   }
-  return KVC_OK;
+  kvc_buffer* buffer = buffer_.get();
+  kvc_status status = kvc_buffer_write(buffer, 0, inputs_.size(), inputs_.data());
+  for (uint32_t layer = 0; layer < desc_.num_layers && status == KVC_OK; ++layer) {
+    const LayerPlaces& at = places_[layer];
+    status = kvc_cache_append_device(cache, layer, n_tokens, desc_.dtype, {buffer, at.k}, {buffer, at.v});
+    if (status == KVC_OK) status = kvc_attend_device(cache, layer, n_tokens, desc_.dtype, {buffer, at.q}, {buffer, at.out}, {nullptr, 0});
+    if (status == KVC_OK) status = kvc_buffer_read(buffer, at.out, outputs[layer].size(), outputs[layer].data());
+  }
+  return status;
 }
 
 }  // namespace kvc::soak

@@ -14,7 +14,7 @@ namespace kvc::soak {
 
 class TokenFeed {
  public:
-  // Engine path: per layer, one device buffer with room for K, V, Q and the output of
+  // Engine path: one device buffer with room for every layer's K, V, Q and output of
   // max_tokens tokens, allocated once (a soak must not allocate per token).
   TokenFeed(kvc_context* context, const kvc_cache_desc& desc, FeedPath path, uint32_t max_tokens);
 
@@ -24,26 +24,34 @@ class TokenFeed {
   kvc_status feed(kvc_cache* cache, uint32_t n_tokens, const std::vector<LayerInputs>& inputs,
                   std::vector<std::vector<unsigned char>>& outputs);
 
+  // feed()'s calls recorded into the step the caller has open, so that several caches share
+  // one step (kvc-soak --lockstep); outputs are written when the caller's kvc_step_wait
+  // returns KVC_OK.
+  kvc_status record(kvc_cache* cache, uint32_t n_tokens, const std::vector<LayerInputs>& inputs,
+                    std::vector<std::vector<unsigned char>>& outputs);
+
  private:
   struct BufferDeleter {
     void operator()(kvc_buffer* buffer) const { kvc_buffer_destroy(buffer); }
   };
-  // Offsets of one layer's tensors in its buffer, each a multiple of the context's alignment.
-  struct Layout {
-    uint64_t k = 0, v = 0, q = 0, out = 0, bytes = 0;
+  // Offsets of one layer's tensors in the buffer, each a multiple of the context's alignment:
+  // every layer's K, V and Q first, so that one kvc_buffer_write carries a token's inputs.
+  struct LayerPlaces {
+    uint64_t k = 0, v = 0, q = 0, out = 0;
   };
 
+  // outputs[layer] sized for n_tokens tokens of every layer.
+  void size_outputs(uint32_t n_tokens, std::vector<std::vector<unsigned char>>& outputs) const;
   kvc_status feed_host(kvc_cache* cache, uint32_t n_tokens, const std::vector<LayerInputs>& inputs,
                        std::vector<std::vector<unsigned char>>& outputs);
-  // The step's calls; the caller ends and waits for the step whatever they return.
-  kvc_status record_engine_step(kvc_cache* cache, uint32_t n_tokens, const std::vector<LayerInputs>& inputs,
-                                std::vector<std::vector<unsigned char>>& outputs);
 
   kvc_context* context_;
   kvc_cache_desc desc_;
   FeedPath path_;
-  Layout layout_;
-  std::vector<std::unique_ptr<kvc_buffer, BufferDeleter>> buffers_;  // engine path: one per layer
+  std::vector<LayerPlaces> places_;
+  uint64_t inputs_bytes_ = 0;                   // the inputs' span, from offset 0
+  std::vector<unsigned char> inputs_;           // the next write: every layer's K, V, Q as placed
+  std::unique_ptr<kvc_buffer, BufferDeleter> buffer_;  // engine path only
 };
 
 }  // namespace kvc::soak
