@@ -1,26 +1,17 @@
 // Vulkan batched decode: attention_decode_batch and attention_merge_batch over groups of caches,
-// each cache's buffers an element of the kernels' binding arrays (one descriptor set per
-// dispatch, no copies). Buffer device addresses would need a usage flag on every buffer,
-// applications' included, and a Vulkan 1.2 feature; arrays of storage buffers indexed by a
-// dynamically uniform value are Vulkan 1.0 (shaderStorageBufferArrayDynamicIndexing), and the
-// per-stage descriptor limit only decides how many caches one dispatch takes (lavapipe: 7).
+// each cache's buffers an element of the kernels' binding arrays (ops/batch_dispatch_vulkan.h).
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 #include <utility>
 
 #include "ops/attention_batch.h"
+#include "ops/batch_dispatch_vulkan.h"
 #include "ops/decode_split_vulkan.h"
 #include "ops/rotated_reads_vulkan.h"
-#include "vulkan/device.h"
 
 namespace kvc::ops {
 namespace {
 
-// Caches per dispatch at most: 32 is the batch an engine step of the target runs, and
-// 4 x 32 + 3 descriptors per set stays far inside the recorder's descriptor pools.
-constexpr uint32_t kMaxCachesPerDispatch = 32;
 constexpr uint32_t kDecodeArrays = 4;    // attention_decode_batch's per-cache bindings: Q, K, V, positions
 constexpr uint32_t kDecodeSingles = 3;   // its turns, partials and table
 constexpr uint32_t kCacheFields = 4;     // the table's record per cache (the shaders' CACHE_FIELDS)
@@ -39,11 +30,6 @@ struct DispatchGroup {
   uint32_t table_base = 0;
   uint32_t total_splits = 0;
 };
-
-bool forced_per_cache() {
-  const char* setting = std::getenv("KVC_BATCH_DECODE");
-  return setting && std::strcmp(setting, "per_cache") == 0;
-}
 
 // Appends the group's table (attention_decode_batch's layout) to `table`: per cache its slots,
 // slot stride, splits and first partial row, then per split its cache and the cache's split.
@@ -75,33 +61,21 @@ void plan_group(const std::vector<DecodeEntry>& entries, uint32_t caches_per_dis
     for (uint32_t split = 0; split < splits_of_cache[cache]; ++split) table.insert(table.end(), {cache, split});
 }
 
-// The group's per-cache bindings, the binding arrays one after another; elements past its
-// caches repeat the first cache's (never read).
-std::vector<vk::BufferSlice> cache_slices(const std::vector<DecodeEntry>& entries, const DispatchGroup& group,
-                                          uint32_t caches_per_dispatch, std::initializer_list<View AttentionArgs::*> members) {
-  std::vector<vk::BufferSlice> slices;
-  for (View AttentionArgs::*member : members)
-    for (uint32_t cache = 0; cache < caches_per_dispatch; ++cache) {
-      const size_t index = group.entries[cache < group.entries.size() ? cache : 0];
-      const View& operand = entries[index].args.*member;
-      // Positions are bound whole, as attention_decode binds them (rope_bindings).
-      slices.push_back(member == &AttentionArgs::positions ? slice(View{operand.tensor, 0}) : slice(operand));
-    }
-  return slices;
+// The decode kernel's per-cache bindings. Positions are bound whole, as attention_decode binds
+// them (rope_bindings).
+std::vector<vk::BufferSlice> decode_arrays(const std::vector<DecodeEntry>& entries, const DispatchGroup& group,
+                                           uint32_t caches_per_dispatch) {
+  return binding_arrays<DecodeEntry>(entries, group.entries, caches_per_dispatch,
+                                     {[](const DecodeEntry& entry) { return slice(entry.args.q); },
+                                      [](const DecodeEntry& entry) { return slice(entry.args.k); },
+                                      [](const DecodeEntry& entry) { return slice(entry.args.v); },
+                                      [](const DecodeEntry& entry) { return slice(View{entry.args.positions.tensor, 0}); }});
 }
 
 }  // namespace
 
 uint32_t attention_batch_caches_per_dispatch(Backend& backend) {
-  if (backend.is_cpu()) return 0;
-  const vk::Device& device = backend.device();
-  if (!device.indexes_buffer_arrays() || forced_per_cache()) return 0;
-  const VkPhysicalDeviceLimits& limits = device.properties().limits;
-  const uint32_t descriptors =
-      std::min({limits.maxPerStageDescriptorStorageBuffers, limits.maxDescriptorSetStorageBuffers, limits.maxPerStageResources});
-  const uint32_t fit = descriptors > kDecodeSingles ? (descriptors - kDecodeSingles) / kDecodeArrays : 0;
-  const uint32_t caches = std::min(kMaxCachesPerDispatch, fit);
-  return caches >= 2 ? caches : 0;  // one cache a dispatch is what the per-cache path does
+  return batch_caches_per_dispatch(backend, kDecodeArrays, kDecodeSingles);
 }
 
 void attention_batch_vulkan(Backend& backend, const std::vector<DecodeEntry>& entries) {
@@ -124,13 +98,10 @@ void attention_batch_vulkan(Backend& backend, const std::vector<DecodeEntry>& en
   // shader's KEYS_ROTATED): one group list each, in the entries' order.
   std::vector<DispatchGroup> groups;
   for (bool keys_rotated : {true, false}) {
-    DispatchGroup group;
-    for (size_t index = 0; index < entries.size(); ++index) {
-      if (entries[index].shape.keys_rotated != keys_rotated) continue;
-      group.entries.push_back(index);
-      if (group.entries.size() == caches_per_dispatch) groups.push_back(std::exchange(group, DispatchGroup{}));
-    }
-    if (!group.entries.empty()) groups.push_back(std::move(group));
+    std::vector<size_t> members;
+    for (size_t index = 0; index < entries.size(); ++index)
+      if (entries[index].shape.keys_rotated == keys_rotated) members.push_back(index);
+    for (std::vector<size_t>& group : dispatch_groups(members, caches_per_dispatch)) groups.push_back({std::move(group)});
   }
   // A group of one cache takes the single-cache kernels: the split table's upload and barrier
   // cost it more than the binding arrays save (13 us at B = 1, L = 4K on the H100).
@@ -165,8 +136,7 @@ void attention_batch_vulkan(Backend& backend, const std::vector<DecodeEntry>& en
   for (const DispatchGroup& group : groups) {
     const DecodeEntry& first = entries[group.entries.front()];
     const RopeBindings rope = rope_bindings(shape.rope, first.args.positions, first.args.turn_table, first.args.k);
-    std::vector<vk::BufferSlice> decode_buffers =
-        cache_slices(entries, group, caches_per_dispatch, {&AttentionArgs::q, &AttentionArgs::k, &AttentionArgs::v, &AttentionArgs::positions});
+    std::vector<vk::BufferSlice> decode_buffers = decode_arrays(entries, group, caches_per_dispatch);
     decode_buffers.insert(decode_buffers.end(), {rope.turns, slice(view(partials)), slice(view(table_tensor))});
     const DecodeBatchPush push{group.table_base, group_size, scale};
     recorder.dispatch({"attention_decode_batch", kDecodeArrays + kDecodeSingles, sizeof(DecodeBatchPush),
@@ -176,7 +146,8 @@ void attention_batch_vulkan(Backend& backend, const std::vector<DecodeEntry>& en
                       decode_buffers, &push, group.total_splits, shape.num_kv_heads, blocks.head_blocks);
 
     std::vector<vk::BufferSlice> merge_buffers{slice(view(partials))};
-    const std::vector<vk::BufferSlice> outputs = cache_slices(entries, group, caches_per_dispatch, {&AttentionArgs::out});
+    const std::vector<vk::BufferSlice> outputs =
+        binding_arrays<DecodeEntry>(entries, group.entries, caches_per_dispatch, {[](const DecodeEntry& entry) { return slice(entry.args.out); }});
     merge_buffers.insert(merge_buffers.end(), outputs.begin(), outputs.end());
     merge_buffers.insert(merge_buffers.end(), {slice(view(lse)), slice(view(table_tensor))});
     const MergeBatchPush merge{group.table_base, shape.num_q_heads};
