@@ -64,6 +64,7 @@ enum class ScratchId : uint32_t {
   FreqKvRecent,  // the recent tokens FreqKV keeps whole, on their way past the compressed slots
   AppendKeys,    // a host append's K, staged on the device
   AppendValues,  // and its V
+  AppendBatchTable,  // batched append: each entry's chunk and where it lands
   SpectralAttentionWork,  // spectral_attention's bin products and held slots' share
   FourierHeadTerms,       // fourier_attention (factorized): per query head, its offsets' dot and largest middle logit
   HippoFourierSpectrum,      // hippo_fourier_project (Transform): the segment's bins 0 .. N - 1
