@@ -576,6 +576,26 @@ KVC_API kvc_status kvc_attend_batch_device(kvc_context* context, uint32_t n_cach
                                            kvc_dtype dtype, const kvc_buffer_view* q, const kvc_buffer_view* out,
                                            const kvc_buffer_view* scores);
 
+/* The most caches one kvc_cache_append_batch_device call takes: as many as
+ * kvc_attend_batch_device takes, so that one list of a step's caches serves both. */
+#define KVC_APPEND_BATCH_MAX_CACHES KVC_ATTEND_BATCH_MAX_CACHES
+
+/* Appends a chunk of n_tokens to `layer` of n_caches caches of `context` at once: for each i,
+ * what kvc_cache_append_device(caches[i], layer, n_tokens, dtype, k[i], v[i]) does, bit for
+ * bit. The caches share num_q_heads, num_kv_heads, head_dim, dtype and RoPE; each keeps its own
+ * length and policy. On Vulkan every cache's chunk lands in one dispatch per group, whatever
+ * its policy: the device's descriptor limits set a group's size (lavapipe 6 chunks, most GPUs
+ * 32); FAEDKV and FOURIER, once compressed, first fold their window's oldest tokens on their
+ * own as on every append, and a chunk that wraps their window takes two places in a group.
+ * Device inputs are not checked for NaN or Inf (as kvc_cache_append_device's). Every check
+ * runs before anything changes, and a message names the failing index: n_caches from 1 to
+ * KVC_APPEND_BATCH_MAX_CACHES and no NULL array first, then index by index in order: the cache
+ * (not NULL, of `context`, listed once, caches[0]'s dtype, the others' shape alike), its
+ * kvc_cache_append_device checks, then its k and v views. */
+KVC_API kvc_status kvc_cache_append_batch_device(kvc_context* context, uint32_t n_caches, kvc_cache* const* caches, uint32_t layer,
+                                                 uint32_t n_tokens, kvc_dtype dtype, const kvc_buffer_view* k,
+                                                 const kvc_buffer_view* v);
+
 /* ---------------------------------------------------------------- steps: one submission per model step */
 
 /* A step records the work of many calls (every layer's append and attend, the policies'

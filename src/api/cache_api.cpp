@@ -1,11 +1,13 @@
 // kvc_cache_* and kvc_attend: argument checks at the boundary, then the Cache does the work.
 #include <cstddef>
+#include <initializer_list>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "api/buffer_view.h"
 #include "api/handles.h"
+#include "cache/append_batch.h"
 #include "cache/attend_batch.h"
 #include "policies/faedkv.h"
 #include "policies/observation_window.h"
@@ -53,6 +55,37 @@ void for_cache(uint32_t index, Body&& body) {
   } catch (const kvc::Error& error) {
     throw kvc::Error(error.status(), "caches[" + std::to_string(index) + "]: " + error.what());
   }
+}
+
+// The checks every batched call runs on its caches list first: n_caches from 1 to `max_caches`
+// and no NULL array among `arrays` (named in `arrays_named`).
+void require_batch(const char* call, uint32_t n_caches, uint32_t max_caches, std::initializer_list<const void*> arrays,
+                   const char* arrays_named) {
+  kvc::require(n_caches >= 1 && n_caches <= max_caches, KVC_ERROR_INVALID_ARGUMENT, [&] {
+    return std::string(call) + ": n_caches is " + std::to_string(n_caches) + "; it must be 1 to " + std::to_string(max_caches);
+  });
+  for (const void* array : arrays)
+    kvc::require(array != nullptr, KVC_ERROR_NULL_POINTER, [&] { return std::string(call) + ": " + arrays_named + " is NULL"; });
+}
+
+// caches[index] of a batched call on `context`, checked: not NULL, of the context, listed once
+// (`listed` maps each cache seen to its first index), and caches[0]'s dtype (for index 0: the
+// call's) and shape.
+kvc::Cache& batch_member(const kvc_context* context, kvc_cache* const* caches, uint32_t index, kvc_dtype dtype,
+                         std::unordered_map<const kvc_cache*, uint32_t>& listed, const char* once_reason) {
+  const kvc_cache* handle = caches[index];
+  const std::string name = "caches[" + std::to_string(index) + "]";
+  kvc::require(handle != nullptr, KVC_ERROR_NULL_POINTER, [&] { return name + " is NULL"; });
+  kvc::require(handle->context == context, KVC_ERROR_INVALID_ARGUMENT, [&] { return name + " belongs to another context"; });
+  const auto placed = listed.emplace(handle, index);  // no structured binding: C++17 lambdas cannot capture one
+  kvc::require(placed.second, KVC_ERROR_INVALID_ARGUMENT,
+               [&] { return name + " is caches[" + std::to_string(placed.first->second) + "] again: " + once_reason; });
+  kvc::Cache& cache = *handle->cache;
+  for_cache(index, [&] {
+    if (index == 0) require_dtype(cache, dtype);
+    else require_same_shape(caches[0]->cache->config(), cache.config(), index);
+  });
+  return cache;
 }
 
 }  // namespace
@@ -149,30 +182,13 @@ kvc_status kvc_attend_batch_device(kvc_context* context, uint32_t n_caches, kvc_
                                    const kvc_buffer_view* scores) {
   if (!context) return KVC_ERROR_NULL_POINTER;
   return guarded(context, nullptr, [&] {
-    kvc::require(n_caches >= 1 && n_caches <= KVC_ATTEND_BATCH_MAX_CACHES, KVC_ERROR_INVALID_ARGUMENT, [&] {
-      return "kvc_attend_batch_device: n_caches is " + std::to_string(n_caches) + "; it must be 1 to " +
-             std::to_string(KVC_ATTEND_BATCH_MAX_CACHES);
-    });
-    kvc::require(caches != nullptr && q != nullptr && out != nullptr, KVC_ERROR_NULL_POINTER,
-                 "kvc_attend_batch_device: caches, q or out is NULL");
+    require_batch("kvc_attend_batch_device", n_caches, KVC_ATTEND_BATCH_MAX_CACHES, {caches, q, out}, "caches, q or out");
     std::vector<kvc::DecodeCall> calls(n_caches);
-    std::unordered_map<const kvc_cache*, uint32_t> listed;  // each cache's first index
+    std::unordered_map<const kvc_cache*, uint32_t> listed;
     for (uint32_t i = 0; i < n_caches; ++i) {
-      const kvc_cache* handle = caches[i];
-      kvc::require(handle != nullptr, KVC_ERROR_NULL_POINTER, [&] { return "caches[" + std::to_string(i) + "] is NULL"; });
-      kvc::require(handle->context == context, KVC_ERROR_INVALID_ARGUMENT,
-                   [&] { return "caches[" + std::to_string(i) + "] belongs to another context"; });
-      const auto placed = listed.emplace(handle, i);  // no structured binding: C++17 lambdas cannot capture one
-      kvc::require(placed.second, KVC_ERROR_INVALID_ARGUMENT, [&] {
-        return "caches[" + std::to_string(i) + "] is caches[" + std::to_string(placed.first->second) + "] again: each cache decodes once per call";
-      });
-      kvc::Cache& cache = *handle->cache;
+      kvc::Cache& cache = batch_member(context, caches, i, dtype, listed, "each cache decodes once per call");
+      for_cache(i, [&] { cache.check_attend(layer, 1, scores && scores[i].buffer); });
       const std::string name = "[" + std::to_string(i) + "]";
-      for_cache(i, [&] {
-        if (i == 0) require_dtype(cache, dtype);
-        else require_same_shape(caches[0]->cache->config(), cache.config(), i);
-        cache.check_attend(layer, 1, scores && scores[i].buffer);
-      });
       const uint64_t bytes = kvc::size_product({cache.config().query_elements(), kvc::dtype_size(cache.config().dtype)});
       calls[i].cache = &cache;
       calls[i].q = kvc::api::device_view(*context, q[i], bytes, ("q" + name).c_str());
@@ -182,6 +198,26 @@ kvc_status kvc_attend_batch_device(kvc_context* context, uint32_t n_caches, kvc_
         calls[i].scores = kvc::api::device_view(*context, scores[i], score_bytes, ("scores" + name).c_str());
     }
     kvc::attend_batch_device(*context->backend, layer, calls);
+  });
+}
+
+kvc_status kvc_cache_append_batch_device(kvc_context* context, uint32_t n_caches, kvc_cache* const* caches, uint32_t layer,
+                                         uint32_t n_tokens, kvc_dtype dtype, const kvc_buffer_view* k, const kvc_buffer_view* v) {
+  if (!context) return KVC_ERROR_NULL_POINTER;
+  return guarded(context, nullptr, [&] {
+    require_batch("kvc_cache_append_batch_device", n_caches, KVC_APPEND_BATCH_MAX_CACHES, {caches, k, v}, "caches, k or v");
+    std::vector<kvc::AppendCall> calls(n_caches);
+    std::unordered_map<const kvc_cache*, uint32_t> listed;
+    for (uint32_t i = 0; i < n_caches; ++i) {
+      kvc::Cache& cache = batch_member(context, caches, i, dtype, listed, "each cache takes one chunk per call");
+      for_cache(i, [&] { cache.check_append(layer, n_tokens); });
+      const std::string name = "[" + std::to_string(i) + "]";
+      const uint64_t bytes = kvc::size_product({n_tokens, cache.config().token_elements(), kvc::dtype_size(cache.config().dtype)});
+      calls[i].cache = &cache;
+      calls[i].k = kvc::api::device_view(*context, k[i], bytes, ("k" + name).c_str());
+      calls[i].v = kvc::api::device_view(*context, v[i], bytes, ("v" + name).c_str());
+    }
+    kvc::append_batch_device(*context->backend, layer, n_tokens, calls);
   });
 }
 

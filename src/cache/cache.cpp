@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "common/finite_check.h"
-#include "ops/append_rows.h"
 #include "ops/attention.h"
 
 namespace kvc {
@@ -177,7 +176,13 @@ void Cache::append_device(uint32_t layer_index, uint32_t n_tokens, View k, View 
 }
 
 void Cache::record_append(uint32_t layer_index, uint32_t n_tokens, View k, View v) {
-  LayerState& layer = layers_[layer_index];
+  const std::vector<ops::AppendEntry> rows = plan_append(layer_index, n_tokens, k, v);
+  for (const ops::AppendEntry& row : rows) ops::append_rows(backend_, row.shape, row.args);
+  finish_append(layer_index, n_tokens, rows);
+}
+
+std::vector<ops::AppendEntry> Cache::plan_append(uint32_t layer_index, uint32_t n_tokens, View k, View v) {
+  const LayerState& layer = layers_[layer_index];
   const AppendPlacement placement = policy_->place_append(*this, layer_index, n_tokens);
   ops::AppendRowsShape shape;
   shape.num_kv_heads = config_.num_kv_heads;
@@ -189,16 +194,21 @@ void Cache::record_append(uint32_t layer_index, uint32_t n_tokens, View k, View 
   shape.dtype = config_.dtype;
   if (keys_rotated()) shape.rope = config_.rope;
   const ops::AppendRowsArgs args{k, v, view(*layer.k), view(*layer.v), view(*layer.positions), turn_table()};
-  ops::append_rows(backend_, shape, args);
-  uint32_t end_slot = shape.first_slot + shape.num_tokens;
+  std::vector<ops::AppendEntry> rows{{shape, args}};
   if (n_tokens > shape.num_tokens) {  // the rest of a chunk that wraps around a ring
     shape.first_position += int32_t(shape.num_tokens);
     shape.source_token = shape.num_tokens;
     shape.first_slot = placement.wrap_slot;
     shape.num_tokens = n_tokens - shape.num_tokens;
-    ops::append_rows(backend_, shape, args);
-    end_slot = std::max(end_slot, shape.first_slot + shape.num_tokens);
+    rows.push_back({shape, args});
   }
+  return rows;
+}
+
+void Cache::finish_append(uint32_t layer_index, uint32_t n_tokens, const std::vector<ops::AppendEntry>& rows) {
+  LayerState& layer = layers_[layer_index];
+  uint32_t end_slot = 0;
+  for (const ops::AppendEntry& row : rows) end_slot = std::max(end_slot, row.shape.first_slot + row.shape.num_tokens);
   policy_->appended(*this, layer_index, n_tokens);
   layer.slots_held = std::max(layer.slots_held, end_slot);
   layer.last_append = n_tokens;

@@ -12,6 +12,7 @@
 
 #include "backend/backend.h"
 #include "cache/cache_config.h"
+#include "ops/append_rows_batch.h"
 #include "ops/attention.h"
 #include "ops/attention_batch.h"
 #include "policies/policy.h"
@@ -59,6 +60,13 @@ class Cache : public Participant {
   ops::DecodeEntry decode_entry(uint32_t layer, View q, View out);
   void finish_batched_decode(uint32_t layer, View q);
   void record_decode(uint32_t layer, View q, View out, View scores);
+  // Batched append (cache/append_batch.h), inside an operation the cache joined (enlist):
+  // plan_append records what the policy does before the chunk lands (FAEDKV and FOURIER fold
+  // the window's oldest tokens) and returns the chunk's row appends, two where it wraps a ring
+  // (disjoint slots); once they are recorded, finish_append does the bookkeeping. An append
+  // on its own (record_append) is the same three steps.
+  std::vector<ops::AppendEntry> plan_append(uint32_t layer, uint32_t n_tokens, View k, View v);
+  void finish_append(uint32_t layer, uint32_t n_tokens, const std::vector<ops::AppendEntry>& rows);
   void read(uint32_t layer, uint32_t max_slots, void* k, void* v, int32_t* positions);
   void reset();
   // Tells the policy the prompt is complete (kvc_cache_end_prefill).
@@ -105,7 +113,8 @@ class Cache : public Participant {
   void begin_change();
   void check_layer(uint32_t layer) const;
   void allocate_storage(LayerState& layer, uint32_t slot_stride);
-  // Records the scatter of a chunk into `layer` and its bookkeeping.
+  // Records the scatter of a chunk into `layer` and its bookkeeping (plan_append, the rows,
+  // finish_append).
   void record_append(uint32_t layer, uint32_t n_tokens, View k, View v);
   // Records attention; returns the scores the policy reads: `scores`, or when the policy needs
   // them and the caller asked for none the cache's own (a decode step's logits and lse).
