@@ -19,7 +19,7 @@ constexpr size_t kMaxLiveCaches = 3;
 constexpr uint32_t kNeverHeld = 1u << 29;
 
 // New calls last: the seed corpus's bytes keep naming the calls they were made for.
-enum class Call { Create, Destroy, Append, Attend, Read, Prefill, Decode, EndPrefill, Reset, Inspect, Trim, AttendBatch, Count };
+enum class Call { Create, Destroy, Append, Attend, Read, Prefill, Decode, EndPrefill, Reset, Inspect, Trim, AttendBatch, AppendBatch, Count };
 
 // kvc.h: append checks layer, n_tokens and capacity, and attend its layer, n_queries and
 // state, before reading their data. Only then does the fuzzer pass one-element buffers.
@@ -95,6 +95,7 @@ void CallSequence::run(FuzzedDataProvider& data) {
         break;
       }
       case Call::AttendBatch: attend_batch(data, pick_layer(data, cache.desc)); break;
+      case Call::AppendBatch: append_batch(data, pick_layer(data, cache.desc), pick_tokens(data)); break;
       default: inspect(data, cache); break;
     }
   }
@@ -167,12 +168,40 @@ void CallSequence::attend(FuzzedDataProvider& data, LiveCache& cache, uint32_t l
     report_finding("kvc_attend", "left a score unwritten or wrote a negative probability");
 }
 
-void CallSequence::attend_batch(FuzzedDataProvider& data, uint32_t layer) {
-  // One to three live caches, now and then the same one twice (refused): each with its Q (1
-  // token), out and, rarely, scores in device buffers; now and then a view too small.
+std::vector<CallSequence::LiveCache*> CallSequence::pick_batch(FuzzedDataProvider& data) {
   const uint32_t n = data.ConsumeIntegralInRange<uint32_t>(1, 3);
   std::vector<LiveCache*> picked;
   for (uint32_t i = 0; i < n; ++i) picked.push_back(&caches_[data.ConsumeIntegralInRange<size_t>(0, caches_.size() - 1)]);
+  return picked;
+}
+
+kvc_buffer_view CallSequence::device_copy(const std::vector<unsigned char>& bytes, std::vector<BufferPtr>& buffers) {
+  kvc_buffer* buffer = nullptr;
+  if (kvc_buffer_create(context_, bytes.size(), &buffer) != KVC_OK) return {nullptr, 0};
+  buffers.emplace_back(buffer);
+  kvc_buffer_write(buffer, 0, bytes.size(), bytes.data());
+  return {buffer, 0};
+}
+
+bool CallSequence::batch_succeeded(const char* name, kvc_status status, const std::vector<LiveCache*>& picked,
+                                   const std::vector<CacheSnapshot>& before) {
+  if (!is_call_status(status)) report_finding(name, "returned a value that is no kvc_status");
+  if (status != KVC_OK) {
+    if (kvc_context_last_error(context_)[0] == '\0') report_finding(name, "failed without a last-error message");
+    for (size_t i = 0; i < picked.size(); ++i)
+      if (!(take_snapshot(picked[i]->handle, picked[i]->desc) == before[i])) report_finding(name, "failed but changed a cache");
+    return false;
+  }
+  for (size_t i = 0; i < picked.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (picked[i] == picked[j]) report_finding(name, "accepted a cache listed twice");
+  return true;
+}
+
+void CallSequence::attend_batch(FuzzedDataProvider& data, uint32_t layer) {
+  // One to three live caches, now and then the same one twice (refused): each with its Q (1
+  // token), out and, rarely, scores in device buffers; now and then a view too small.
+  const std::vector<LiveCache*> picked = pick_batch(data);
   const kvc_dtype dtype = pick_dtype(data, picked.front()->desc);
   std::vector<kvc_cache*> handles;
   std::vector<CacheSnapshot> before;
@@ -187,14 +216,10 @@ void CallSequence::attend_batch(FuzzedDataProvider& data, uint32_t layer) {
     const size_t elements = size_t(desc.num_q_heads) * desc.head_dim;
     FuzzedTensor query = make_tensor(data, dtype, elements);
     moderate = moderate && !query.extreme && !query.non_finite;  // device inputs are not checked (kvc.h)
-    const size_t bytes = pick_rarely(data, 16) ? element_bytes(dtype) : query.bytes.size();
-    for (std::vector<kvc_buffer_view>* views : {&q, &out}) {
-      kvc_buffer* buffer = nullptr;
-      if (kvc_buffer_create(context_, bytes, &buffer) != KVC_OK) return;
-      buffers.emplace_back(buffer);
-      views->push_back({buffer, 0});
-    }
-    kvc_buffer_write(q.back().buffer, 0, bytes, query.data());
+    if (pick_rarely(data, 16)) query.bytes.resize(element_bytes(dtype));
+    q.push_back(device_copy(query.bytes, buffers));
+    out.push_back(device_copy(query.bytes, buffers));
+    if (!q.back().buffer || !out.back().buffer) return;
     kvc_buffer* score_buffer = nullptr;
     uint32_t slots = 0;
     if (layer < desc.num_layers) kvc_cache_layer_slots(cache->handle, layer, &slots);
@@ -202,23 +227,54 @@ void CallSequence::attend_batch(FuzzedDataProvider& data, uint32_t layer) {
     if (pick_rarely(data, 4) && kvc_buffer_create(context_, score_bytes, &score_buffer) == KVC_OK) buffers.emplace_back(score_buffer);
     scores.push_back({score_buffer, 0});
   }
+  const uint32_t n = static_cast<uint32_t>(picked.size());
   const kvc_status status = kvc_attend_batch_device(context_, n, handles.data(), layer, dtype, q.data(), out.data(), scores.data());
-  if (!is_call_status(status)) report_finding("kvc_attend_batch_device", "returned a value that is no kvc_status");
-  if (status != KVC_OK) {
-    if (kvc_context_last_error(context_)[0] == '\0') report_finding("kvc_attend_batch_device", "failed without a last-error message");
-    for (size_t i = 0; i < picked.size(); ++i)
-      if (!(take_snapshot(picked[i]->handle, picked[i]->desc) == before[i])) report_finding("kvc_attend_batch_device", "failed but changed a cache");
-    return;
-  }
-  for (size_t i = 0; i < picked.size(); ++i)
-    for (size_t j = 0; j < i; ++j)
-      if (picked[i] == picked[j]) report_finding("kvc_attend_batch_device", "accepted a cache listed twice");
-  if (!moderate) return;
+  if (!batch_succeeded("kvc_attend_batch_device", status, picked, before) || !moderate) return;
   for (size_t i = 0; i < picked.size(); ++i) {
     const kvc_cache_desc& desc = picked[i]->desc;
     std::vector<unsigned char> written(size_t(desc.num_q_heads) * desc.head_dim * element_bytes(dtype));
     if (kvc_buffer_read(out[i].buffer, 0, written.size(), written.data()) == KVC_OK && !holds_only_finite(written, dtype))
       report_finding("kvc_attend_batch_device", "wrote NaN or Inf from moderate finite inputs");
+  }
+}
+
+void CallSequence::append_batch(FuzzedDataProvider& data, uint32_t layer, uint32_t n_tokens) {
+  // One to three live caches, now and then the same one twice (refused): each with its chunk's
+  // K and V in device buffers; now and then a view too small, and short views wherever the
+  // count or the capacity must refuse the call first.
+  const std::vector<LiveCache*> picked = pick_batch(data);
+  const kvc_dtype dtype = pick_dtype(data, picked.front()->desc);
+  std::vector<kvc_cache*> handles;
+  std::vector<CacheSnapshot> before;
+  std::vector<BufferPtr> buffers;
+  std::vector<kvc_buffer_view> k, v;
+  std::vector<bool> moderate;  // per cache: its chunk held moderate values only
+  bool refused_first = false;  // a cache's count or capacity check refuses the call before its views
+  for (LiveCache* cache : picked) {
+    const kvc_cache_desc& desc = cache->desc;
+    handles.push_back(cache->handle);
+    before.push_back(take_snapshot(cache->handle, desc));
+    const bool refused = refused_before_reading(desc, layer, n_tokens);
+    refused_first = refused_first || refused;
+    const bool short_data = refused && (n_tokens >= kNeverHeld || pick_rarely(data, 2));
+    const size_t elements = short_data ? 1 : std::max<size_t>(1, size_t(n_tokens) * desc.num_kv_heads * desc.head_dim);
+    FuzzedTensor keys = make_tensor(data, dtype, elements), values = make_tensor(data, dtype, elements);
+    // Device inputs are not checked (kvc.h): NaN, Inf or huge values make the cache immoderate.
+    moderate.push_back(!keys.extreme && !keys.non_finite && !values.extreme && !values.non_finite);
+    if (pick_rarely(data, 16)) values.bytes.resize(element_bytes(dtype));
+    k.push_back(device_copy(keys.bytes, buffers));
+    v.push_back(device_copy(values.bytes, buffers));
+    if (!k.back().buffer || !v.back().buffer) return;
+  }
+  const uint32_t n = static_cast<uint32_t>(picked.size());
+  const kvc_status status = kvc_cache_append_batch_device(context_, n, handles.data(), layer, n_tokens, dtype, k.data(), v.data());
+  if (!batch_succeeded("kvc_cache_append_batch_device", status, picked, before)) return;
+  if (refused_first) report_finding("kvc_cache_append_batch_device", "accepted a call that must be refused before reading its data");
+  for (size_t i = 0; i < picked.size(); ++i) {
+    LiveCache& cache = *picked[i];
+    cache.moderate = cache.moderate && moderate[i];
+    if (cache.moderate && !holds_only_finite(take_snapshot(cache.handle, cache.desc), cache.desc.dtype))
+      report_finding("kvc_cache_append_batch_device", "left NaN or Inf in a cache that only took moderate finite values");
   }
 }
 
