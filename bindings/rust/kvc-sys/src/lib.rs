@@ -264,6 +264,9 @@ extern "C" {
     pub fn kvc_attend_batch_device(context: *mut kvc_context, n_caches: u32, caches: *const *mut kvc_cache, layer: u32,
                                    dtype: kvc_dtype, q: *const kvc_buffer_view, out: *const kvc_buffer_view,
                                    scores: *const kvc_buffer_view) -> kvc_status;
+    pub fn kvc_cache_append_batch_device(context: *mut kvc_context, n_caches: u32, caches: *const *mut kvc_cache, layer: u32,
+                                         n_tokens: u32, dtype: kvc_dtype, k: *const kvc_buffer_view,
+                                         v: *const kvc_buffer_view) -> kvc_status;
 
     pub fn kvc_step_begin(context: *mut kvc_context) -> kvc_status;
     pub fn kvc_step_begin_commands(context: *mut kvc_context, command_buffer: *mut c_void) -> kvc_status;

@@ -663,6 +663,25 @@ impl Context {
         })
     }
 
+    /// `kvc_cache_append_batch_device`: a chunk of `n_tokens` appended to `layer` of every cache
+    /// of `caches` at once, as `caches[i].append_device(layer, n_tokens, k[i], v[i])` would; the
+    /// chunks land in one batched kernel.
+    pub fn append_batch_device(&self, caches: &mut [&mut Cache<'_>], layer: u32, n_tokens: u32, k: &[BufferView<'_>],
+                               v: &[BufferView<'_>]) -> Result<()> {
+        let count = caches.len();
+        if k.len() != count || v.len() != count {
+            return Err(Error::new(Status::InvalidArgument, format!("{count} caches need as many k and v views")));
+        }
+        let handles: Vec<*mut sys::kvc_cache> = caches.iter().map(|cache| cache.raw.as_ptr()).collect();
+        let k_views: Vec<sys::kvc_buffer_view> = k.iter().map(|view| view.raw).collect();
+        let v_views: Vec<sys::kvc_buffer_view> = v.iter().map(|view| view.raw).collect();
+        let dtype = caches.first().map_or(DType::F32, |cache| cache.desc.dtype);
+        self.check(unsafe {
+            sys::kvc_cache_append_batch_device(self.raw.as_ptr(), count as u32, handles.as_ptr(), layer, n_tokens, raw_dtype(dtype),
+                                               k_views.as_ptr(), v_views.as_ptr())
+        })
+    }
+
     /// `kvc_context_last_error`: the detail of the last failed call on this context.
     pub fn last_error(&self) -> String {
         c_string(unsafe { sys::kvc_context_last_error(self.raw.as_ptr()) })

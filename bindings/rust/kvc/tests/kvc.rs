@@ -3,7 +3,7 @@
 //! path with one-submission steps against the host calls. Random inputs; the seed is printed
 //! and KVC_TEST_SEED repeats it. Without a Vulkan device the Vulkan halves are skipped with a
 //! message, unless KVC_REQUIRE_GPU=1 (CI) makes that a failure.
-use kvc::{Backend, BufferView, Cache, CacheDesc, Context, ContextOptions, DType, EvictionParams, FaedKvParams, FourierParams, FreqKvParams, Policy,
+use kvc::{Backend, BufferView, Cache, CacheDesc, Context, ContextOptions, DType, EvictionParams, FaedKvParams, FourierParams, FreqKvParams, LayerContents, Policy,
           Rope, Status, WindowParams};
 
 /// The demo's generator (samples/demo.c), seeded from KVC_TEST_SEED or the clock.
@@ -334,6 +334,64 @@ fn batch_decode_matches_each_cache_alone() {
         let error = ctx.attend_batch_device(&mut handles, 0, &q[..2], &out, None).unwrap_err();
         assert_eq!(error.status, Status::InvalidArgument);
         let error = ctx.attend_batch_device(&mut [], 0, &[], &[], None).unwrap_err();
+        assert_eq!(error.status, Status::InvalidArgument);
+        assert!(error.message.contains("n_caches is 0"), "{error}");
+    }
+}
+
+#[test]
+fn batch_append_matches_each_cache_alone() {
+    let mut random = Random::seeded("batch_append_matches_each_cache_alone");
+    for ctx in contexts() {
+        let align = ctx.info().unwrap().buffer_offset_alignment as u64;
+        let (kv_len, tokens) = (2 * 16, 2);
+        let kv_stride = ((tokens * kv_len * 4) as u64).div_ceil(align) * align;
+        let mut batch: Vec<Cache<'_>> = (0..3).map(|_| small_cache(&ctx)).collect();
+        let mut twins: Vec<Cache<'_>> = (0..3).map(|_| small_cache(&ctx)).collect();
+        let (k_buf, v_buf) = (ctx.buffer(3 * kv_stride).unwrap(), ctx.buffer(3 * kv_stride).unwrap());
+        for (i, (cache, twin)) in batch.iter_mut().zip(twins.iter_mut()).enumerate() {
+            let prompt = 2 * i; // caches of 0, 2 and 4 tokens
+            let (k, v) = (random.vec(prompt * kv_len), random.vec(prompt * kv_len));
+            for layer in 0..2 {
+                if prompt > 0 {
+                    cache.append(layer, &k, &v).unwrap();
+                    twin.append(layer, &k, &v).unwrap();
+                }
+            }
+        }
+        let k: Vec<BufferView<'_>> = (0..3).map(|i| k_buf.view(i * kv_stride)).collect();
+        let v: Vec<BufferView<'_>> = (0..3).map(|i| v_buf.view(i * kv_stride)).collect();
+        for layer in 0..2 {
+            for i in 0..3 {
+                k_buf.write(i as u64 * kv_stride, &random.vec(tokens * kv_len)).unwrap();
+                v_buf.write(i as u64 * kv_stride, &random.vec(tokens * kv_len)).unwrap();
+            }
+            let mut handles: Vec<&mut Cache<'_>> = batch.iter_mut().collect();
+            ctx.append_batch_device(&mut handles, layer, tokens as u32, &k, &v).unwrap();
+            for (i, twin) in twins.iter_mut().enumerate() {
+                twin.append_device(layer, tokens as u32, k[i], v[i]).unwrap();
+            }
+        }
+        for (cache, twin) in batch.iter_mut().zip(twins.iter_mut()) {
+            assert_eq!(cache.stats().unwrap(), twin.stats().unwrap());
+            for layer in 0..2 {
+                assert_eq!(cache.read::<f32>(layer).unwrap(), twin.read::<f32>(layer).unwrap(), "layer {layer}");
+            }
+        }
+        // 3 more tokens fit caches 0 and 1 (2 and 4 of 8 held), not cache 2 (6): refused, nothing changed.
+        let before: Vec<LayerContents<f32>> = batch.iter_mut().map(|cache| cache.read(0).unwrap()).collect();
+        let big = ctx.buffer(3 * kv_len as u64 * 4).unwrap();
+        let mut handles: Vec<&mut Cache<'_>> = batch.iter_mut().collect();
+        let error = ctx.append_batch_device(&mut handles, 0, 3, &[big.view(0); 3], &[big.view(0); 3]).unwrap_err();
+        assert_eq!(error.status, Status::Capacity);
+        assert!(error.message.contains("caches[2]"), "{error}");
+        for (cache, was) in batch.iter_mut().zip(&before) {
+            assert_eq!(&cache.read::<f32>(0).unwrap(), was);
+        }
+        let mut handles: Vec<&mut Cache<'_>> = batch.iter_mut().collect();
+        let error = ctx.append_batch_device(&mut handles, 0, 1, &k[..2], &v).unwrap_err();
+        assert_eq!(error.status, Status::InvalidArgument);
+        let error = ctx.append_batch_device(&mut [], 0, 1, &[], &[]).unwrap_err();
         assert_eq!(error.status, Status::InvalidArgument);
         assert!(error.message.contains("n_caches is 0"), "{error}");
     }
