@@ -125,20 +125,24 @@ double EngineSession::run_batch_step(const std::vector<kvc_cache*>& caches, bool
   require(uint64_t(count) * query_bytes <= out_host_.size() * sizeof(uint16_t), KVC_ERROR_CAPACITY,
           "run_batch_step: more caches than the session's output buffer holds rows");
   // Every cache reads the same query; each writes its own output row.
-  const kvc_buffer_view kv{kv_.get(), 0}, no_scores{nullptr, 0};
+  const kvc_buffer_view no_scores{nullptr, 0};
+  const std::vector<kvc_buffer_view> kv(count, kvc_buffer_view{kv_.get(), 0});
   const std::vector<kvc_buffer_view> queries(count, kvc_buffer_view{q_.get(), 0});
   std::vector<kvc_buffer_view> outputs;
   for (uint32_t i = 0; i < count; ++i) outputs.push_back({out_.get(), i * query_bytes});
   check(kvc_step_begin(context_.get()), "kvc_step_begin");
   for (uint32_t layer = 0; layer < shape_.layers; ++layer) {
-    for (kvc_cache* cache : caches) check(kvc_cache_append_device(cache, layer, 1, KVC_DTYPE_F16, kv, kv), "kvc_cache_append_device");
     if (batched) {
+      check(kvc_cache_append_batch_device(context_.get(), count, caches.data(), layer, 1, KVC_DTYPE_F16, kv.data(), kv.data()),
+            "kvc_cache_append_batch_device");
       check(kvc_attend_batch_device(context_.get(), count, caches.data(), layer, KVC_DTYPE_F16, queries.data(), outputs.data(), nullptr),
             "kvc_attend_batch_device");
       continue;
     }
-    for (uint32_t i = 0; i < count; ++i)
+    for (uint32_t i = 0; i < count; ++i) {
+      check(kvc_cache_append_device(caches[i], layer, 1, KVC_DTYPE_F16, kv[i], kv[i]), "kvc_cache_append_device");
       check(kvc_attend_device(caches[i], layer, 1, KVC_DTYPE_F16, queries[i], outputs[i], no_scores), "kvc_attend_device");
+    }
   }
   check(kvc_step_end(context_.get()), "kvc_step_end");
   check(kvc_step_wait(context_.get(), UINT64_MAX), "kvc_step_wait");

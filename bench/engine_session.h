@@ -41,9 +41,10 @@ class EngineSession {
   // then kvc_cache_end_prefill when `end_prefill` (inside the step on the step path). Returns
   // the GPU time of what it submitted, 0 where unknown.
   double run_step(kvc_cache* cache, EnginePath path, uint32_t n, bool end_prefill);
-  // One decode step of many caches in one step: every layer appends a token to each cache
-  // (kvc_cache_append_device), then attends them all in one kvc_attend_batch_device
-  // (`batched`) or one kvc_attend_device per cache. Returns the step's GPU time.
+  // One decode step of many caches in one step: every layer appends a token to each cache and
+  // attends them all, in one kvc_cache_append_batch_device and one kvc_attend_batch_device
+  // (`batched`), or per cache in kvc_cache_append_device and kvc_attend_device (what an engine
+  // ran before). Returns the step's GPU time.
   double run_batch_step(const std::vector<kvc_cache*>& caches, bool batched);
   // kvc_cache_end_prefill on its own; returns its GPU time.
   double end_prefill(kvc_cache* cache);

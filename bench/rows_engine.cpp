@@ -207,9 +207,9 @@ void add_decode_rows(EngineSession& session, const EngineSizes& sizes, const Row
 }
 
 // One decode step of B FULL caches of L = 4K (--quick: the first decode length) in one step,
-// each layer attended by one kvc_attend_batch_device ("batch") or by one kvc_attend_device per
-// cache ("per_cache", what an engine did before); B = 1, 8, 32 (issue 15's rows). Its floor is
-// B times one cache's.
+// each layer's token appended by one kvc_cache_append_batch_device and attended by one
+// kvc_attend_batch_device ("batch"), or appended and attended per cache ("per_cache", what an
+// engine did before); B = 1, 8, 32 (issue 15's rows). Its floor is B times one cache's.
 void add_decode_batch_rows(EngineSession& session, const EngineSizes& sizes, const RowOptions& options, Report& report) {
   const uint32_t length = sizes.decode_lengths.front();
   for (uint32_t batch : {1u, 8u, 32u})
