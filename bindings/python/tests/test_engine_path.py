@@ -59,6 +59,55 @@ def test_device_steps_match_host_calls(context, rng, policy):
         assert device_cache.stats == host_cache.stats
 
 
+def test_batch_append_matches_each_cache_alone(context, rng):
+    """append_batch_device over FULL and H2O caches of different lengths, in chunks of 3 and 1
+    tokens, leaves each cache as its twin fed by append_device, bit for bit; a refused call
+    changes no cache."""
+    alignment = context.info.buffer_offset_alignment
+    kv_stride = _aligned(3 * KV_HEADS * HEAD_DIM * 4, alignment)
+    q_stride = _aligned(Q_HEADS * HEAD_DIM * 4, alignment)
+    policies = [kvc.Policy.FULL, kvc.Policy.H2O, kvc.Policy.FULL]
+    prompts = [1, 20, 37]
+    batch = [_new_cache(context, policy) for policy in policies]
+    twins = [_new_cache(context, policy) for policy in policies]
+    count = len(batch)
+    with context.buffer(count * kv_stride) as k_buffer, context.buffer(count * kv_stride) as v_buffer, \
+            context.buffer(q_stride) as q_buffer, context.buffer(q_stride) as out_buffer:
+        for cache, twin, prompt in zip(batch, twins, prompts):
+            for layer in range(LAYERS):
+                k = rng.standard_normal((prompt, KV_HEADS, HEAD_DIM)).astype(np.float32)
+                for c in (cache, twin):
+                    c.append(layer, k, k)
+        k_views = [k_buffer.view(i * kv_stride) for i in range(count)]
+        v_views = [v_buffer.view(i * kv_stride) for i in range(count)]
+        for n in (3, 1, 1):
+            for layer in range(LAYERS):
+                for i in range(count):
+                    k_buffer.write(i * kv_stride, rng.standard_normal((n, KV_HEADS, HEAD_DIM)).astype(np.float32))
+                    v_buffer.write(i * kv_stride, rng.standard_normal((n, KV_HEADS, HEAD_DIM)).astype(np.float32))
+                context.append_batch_device(batch, layer, n, k_views, v_views)
+                for twin, k_view, v_view in zip(twins, k_views, v_views):
+                    twin.append_device(layer, n, k_view, v_view)
+                q_buffer.write(0, rng.standard_normal((Q_HEADS, HEAD_DIM)).astype(np.float32))
+                for cache in batch + twins:  # H2O evicts as it attends
+                    cache.attend_device(layer, 1, q_buffer.view(0), out_buffer.view(0))
+        for cache, twin in zip(batch, twins):
+            assert cache.stats == twin.stats
+            for layer in range(LAYERS):
+                for got_part, want_part in zip(cache.read(layer), twin.read(layer)):
+                    np.testing.assert_array_equal(got_part, want_part)
+        # 30 tokens fit caches 0 (6 held of 64) and 1 (H2O: 25 of 64 + 8), not cache 2 (42 of 64):
+        # refused after the first two passed every check, with none of them changed.
+        before = [[part.copy() for part in cache.read(0)] for cache in batch]
+        with context.buffer(30 * KV_HEADS * HEAD_DIM * 4) as chunk, pytest.raises(kvc.CapacityError, match=r"caches\[2\]"):
+            context.append_batch_device(batch, 0, 30, [chunk.view(0)] * count, [chunk.view(0)] * count)
+        for cache, parts in zip(batch, before):
+            for got_part, want_part in zip(cache.read(0), parts):
+                np.testing.assert_array_equal(got_part, want_part)
+    for cache in batch + twins:
+        cache.close()
+
+
 def test_host_outputs_in_a_step_are_written_at_wait(context, rng):
     with _new_cache(context) as cache:
         with context.step():

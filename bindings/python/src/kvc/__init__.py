@@ -482,6 +482,22 @@ class Context(_Owned):
             score_views = (_capi.buffer_view * count)(*(view._to_c() if view is not None else _NO_VIEW for view in scores))
         self._call("kvc_attend_batch_device", self.handle, count, handles, layer, dtype, q_views, out_views, score_views)
 
+    def append_batch_device(self, caches: Sequence["Cache"], layer: int, n_tokens: int, k: Sequence[BufferView],
+                            v: Sequence[BufferView]) -> None:
+        """kvc_cache_append_batch_device: a chunk of n_tokens appended to `layer` of every cache of
+        `caches` at once, as caches[i].append_device(layer, n_tokens, k[i], v[i]) would; the
+        chunks land in one batched kernel."""
+        count = len(caches)
+        if len(k) != count or len(v) != count:
+            raise InvalidArgumentError(f"{count} caches need as many k and v views", InvalidArgumentError.status)
+        if count == 0:
+            raise InvalidArgumentError("append_batch_device needs at least one cache", InvalidArgumentError.status)
+        dtype = caches[0].dtype
+        handles = (ctypes.c_void_p * count)(*(cache.handle for cache in caches))
+        k_views = (_capi.buffer_view * count)(*(view._to_c() for view in k))
+        v_views = (_capi.buffer_view * count)(*(view._to_c() for view in v))
+        self._call("kvc_cache_append_batch_device", self.handle, count, handles, layer, n_tokens, dtype, k_views, v_views)
+
     def step(self) -> "_Step":
         """`with ctx.step():` begins a step, and on leaving ends it and waits for it."""
         return _Step(self)

@@ -123,6 +123,8 @@ _SIGNATURES = {
     "kvc_attend_device": (status_t, [c_void_p, c_uint32, c_uint32, c_int, buffer_view, buffer_view, buffer_view]),
     "kvc_attend_batch_device": (status_t, [c_void_p, c_uint32, POINTER(c_void_p), c_uint32, c_int, POINTER(buffer_view),
                                            POINTER(buffer_view), POINTER(buffer_view)]),
+    "kvc_cache_append_batch_device": (status_t, [c_void_p, c_uint32, POINTER(c_void_p), c_uint32, c_uint32, c_int,
+                                                 POINTER(buffer_view), POINTER(buffer_view)]),
     "kvc_step_begin": (status_t, [c_void_p]),
     "kvc_step_begin_commands": (status_t, [c_void_p, c_void_p]),
     "kvc_step_end": (status_t, [c_void_p]),
