@@ -2,14 +2,14 @@
 // injection"). For every policy, a tiny scenario of C API calls (cache creation, host appends
 // and attends of the prompt, kvc_cache_end_prefill, a decode token on the device path, one in a
 // one-submission step, kvc_cache_read, kvc_cache_reset and a token after it, then a second
-// cache and a token of both through kvc_attend_batch_device) runs three times
-// on one Vulkan context: a reference run, a counting run (how many operations of each kind
-// each call reaches, and the same results bit for bit), and the faulted run, where every call
-// is first made to fail at its n-th operation of each kind, for every n it reaches, before it
-// runs for real. After each injected failure the call must return an error status with a
-// message, the caches must read back (kvc_cache_read: K, V, positions; stats) exactly as before
-// the call, and the run must end with the reference's results. Pipeline creation (cached per
-// context) is faulted on fresh contexts; a lost device (submission, fence wait) on fresh
+// cache and a token of both through kvc_cache_append_batch_device and kvc_attend_batch_device)
+// runs three times on one Vulkan context: a reference run, a counting run (how many operations
+// of each kind each call reaches, and the same results bit for bit), and the faulted run, where
+// every call is first made to fail at its n-th operation of each kind, for every n it reaches,
+// before it runs for real. After each injected failure the call must return an error status
+// with a message, the caches must read back (kvc_cache_read: K, V, positions; stats) exactly as
+// before the call, and the run must end with the reference's results. Pipeline creation (cached
+// per context) is faulted on fresh contexts; a lost device (submission, fence wait) on fresh
 // contexts too, after which every call is refused with KVC_ERROR_DEVICE_LOST and every handle
 // still destroys. LeakSanitizer (the CI build) checks that nothing leaks.
 #define DOCTEST_CONFIG_IMPLEMENT
@@ -202,9 +202,11 @@ class Run {
  private:
   kvc_buffer_view view(uint32_t layer, size_t place) const { return {buffer_.get(), layer * layer_bytes_ + places_[place]}; }
 
-  // A second cache of the same shape and policy, a token appended to both, and the token of
-  // both attended by one kvc_attend_batch_device: its batched kernels where the policy takes
-  // them (two caches make a group), its per-cache route inside the call where it does not.
+  // A second cache of the same shape and policy, a token appended to both by one
+  // kvc_cache_append_batch_device (its batched kernel: two chunks make a group) and the token
+  // of both attended by one kvc_attend_batch_device: its batched kernels where the policy takes
+  // them, its per-cache route inside the call where it does not. (A cache's own device append
+  // is faulted on the decode tokens before.)
   void add_batch_calls(std::vector<Call>& calls) {
     calls.push_back({"kvc_cache_create (the second cache)", [this] {
                        kvc_cache* cache = nullptr;
@@ -216,12 +218,13 @@ class Run {
     for (uint32_t layer = 0; layer < s_.desc.num_layers; ++layer) {
       const std::string at = " layer " + std::to_string(layer);
       const auto write = [this, layer] { write_inputs(s_.decode[3][layer], layer); };
-      for (bool second : {false, true})
-        calls.push_back({"kvc_cache_append_device (" + std::string(second ? "second" : "first") + " cache, for the batch)" + at,
-                         [this, layer, second] {
-                           return kvc_cache_append_device(second ? second_.get() : cache(), layer, 1, s_.desc.dtype, view(layer, 0), view(layer, 1));
-                         },
-                         write});
+      calls.push_back({"kvc_cache_append_batch_device (both caches)" + at,
+                       [this, layer] {
+                         kvc_cache* const caches[] = {cache(), second_.get()};
+                         const kvc_buffer_view k[] = {view(layer, 0), view(layer, 0)}, v[] = {view(layer, 1), view(layer, 1)};
+                         return kvc_cache_append_batch_device(context_, 2, caches, layer, 1, s_.desc.dtype, k, v);
+                       },
+                       write});
       calls.push_back({"kvc_attend_batch_device (both caches)" + at,
                        [this, layer] {
                          kvc_cache* const caches[] = {cache(), second_.get()};
