@@ -53,11 +53,12 @@ void append_rows_batch_vulkan(Backend& backend, const std::vector<AppendEntry>& 
   Tensor& table_tensor = backend.scratch(ScratchId::AppendBatchTable, table.size() * sizeof(uint32_t));
   backend.upload(table.data(), table.size() * sizeof(uint32_t), table_tensor, 0);
 
-  // The batch's keys stored rotated share one RoPE (append_rows_batch), so one turn table
-  // serves every group; without any, the kernel reads none and a positions buffer stands in.
+  // The batch's keys stored rotated share one RoPE (append_rows_batch), so one entry that
+  // rotates gives every group its constants and turn table; where none does, the kernel reads
+  // no turns and a positions buffer stands in.
   const auto rotating = std::find_if(entries.begin(), entries.end(), [](const AppendEntry& entry) { return entry.shape.rope.enabled(); });
   const AppendEntry& rope_source = rotating != entries.end() ? *rotating : entries.front();
-  std::vector<uint32_t> constants = append_row_constants(rope_source.shape, rope_source.shape.rope);
+  std::vector<uint32_t> constants = append_row_constants(rope_source.shape);
   constants.push_back(entries_per_dispatch);
   const vk::BufferSlice turns = slice(rotating != entries.end() ? rope_source.args.turn_table : rope_source.args.positions);
   for (size_t g = 0; g < groups.size(); ++g) {

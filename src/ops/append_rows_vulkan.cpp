@@ -13,7 +13,7 @@ struct AppendRowsPush {
 
 void append_rows_vulkan(Backend& backend, const AppendRowsShape& shape, const AppendRowsArgs& args) {
   const AppendRowsPush push{shape.slot_stride, shape.first_slot, shape.num_tokens, shape.num_kv_heads, shape.first_position, shape.source_token};
-  backend.recorder().dispatch({"append_rows", 6, sizeof(AppendRowsPush), append_row_constants(shape, shape.rope)},
+  backend.recorder().dispatch({"append_rows", 6, sizeof(AppendRowsPush), append_row_constants(shape)},
                               {slice(args.k), slice(args.v), slice(args.k_cache), slice(args.v_cache), slice(args.positions),
                                slice(shape.rope.enabled() ? args.turn_table : args.positions)},
                               &push, append_row_groups(shape), shape.num_kv_heads);

@@ -20,9 +20,9 @@ inline uint32_t append_row_words(const AppendRowsShape& shape) { return shape.he
 
 // Specialization constants 0..4 of both kernels: workgroup, row words, f16, and the RoPE of
 // keys stored rotated (style 0: none).
-inline std::vector<uint32_t> append_row_constants(const AppendRowsShape& shape, const RopeParams& rope) {
-  const uint32_t rope_style = rope_style_constant(rope);
-  return {kAppendWorkgroup, append_row_words(shape), shape.dtype == Dtype::F16, rope_style, rope_style ? rope.rotary_dims : 0u};
+inline std::vector<uint32_t> append_row_constants(const AppendRowsShape& shape) {
+  const uint32_t rope_style = rope_style_constant(shape.rope);
+  return {kAppendWorkgroup, append_row_words(shape), shape.dtype == Dtype::F16, rope_style, rope_style ? shape.rope.rotary_dims : 0u};
 }
 
 // Workgroups along x for a chunk: an item per token and word of its row, plus its position.

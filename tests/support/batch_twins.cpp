@@ -13,7 +13,7 @@ std::vector<PolicyCase> members(const BatchOptions& options) {
   std::vector<PolicyCase> cases;
   if (options.every_policy) {
     for (PolicyCase c : policy_cases()) {
-      if (options.rope && scoreless_after_prompt(c.policy)) continue;
+      if (options.rope && c.desc(options.dtype).rope_style == KVC_ROPE_NONE) continue;
       if (is_window_policy(c.policy)) c.window.decode_slots = KVC_DECODE_SLOTS_DEFAULT;
       cases.push_back(c);
     }
