@@ -20,16 +20,32 @@ float row_element(const HippoFourierShape& shape, const HippoFourierSegment& seg
   return load_element(rows.host<void>(), shape.dtype, slot * shape.head_dim + dim);
 }
 
-// F^T C at basis indices first_index .. first_index + length - 1 for dim j of `head`, unstandardized.
-std::vector<double> inverse_of(const HippoFourierShape& shape, uint32_t length, uint32_t first_index, const float* coefficients,
-                               uint32_t head, uint32_t j) {
-  const float* c = coefficients + size_t(head) * 2 * shape.num_states * shape.num_dims;
-  std::vector<double> values(length, 0.0);
+// Eq. 4's basis at indices first_index .. first_index + length - 1, [i][n]: computed once per
+// call and shared by every head and dim (the trigonometry was nearly all of the references'
+// time), with the same values hippo_fourier_basis gives.
+struct BasisTable {
+  std::vector<double> cos, sin;
+};
+
+BasisTable basis_table(const HippoFourierShape& shape, uint32_t length, uint32_t first_index) {
+  BasisTable table{std::vector<double>(size_t(length) * shape.num_states), std::vector<double>(size_t(length) * shape.num_states)};
   for (uint32_t i = 0; i < length; ++i)
     for (uint32_t n = 0; n < shape.num_states; ++n) {
-      double cos_value, sin_value;
-      hippo_fourier_basis(n, uint64_t(first_index) + i, shape.window_length, cos_value, sin_value);
-      values[i] += cos_value * c[size_t(2 * n) * shape.num_dims + j] + sin_value * c[size_t(2 * n + 1) * shape.num_dims + j];
+      const size_t at = size_t(i) * shape.num_states + n;
+      hippo_fourier_basis(n, uint64_t(first_index) + i, shape.window_length, table.cos[at], table.sin[at]);
+    }
+  return table;
+}
+
+// F^T C over the table's indices for dim j of `head`, unstandardized.
+std::vector<double> inverse_of(const HippoFourierShape& shape, const BasisTable& basis, const float* coefficients, uint32_t head,
+                               uint32_t j) {
+  const float* c = coefficients + size_t(head) * 2 * shape.num_states * shape.num_dims;
+  std::vector<double> values(basis.cos.size() / shape.num_states, 0.0);
+  for (size_t i = 0; i < values.size(); ++i)
+    for (uint32_t n = 0; n < shape.num_states; ++n) {
+      const size_t at = i * shape.num_states + n;
+      values[i] += basis.cos[at] * c[size_t(2 * n) * shape.num_dims + j] + basis.sin[at] * c[size_t(2 * n + 1) * shape.num_dims + j];
     }
   return values;
 }
@@ -46,6 +62,7 @@ void hippo_fourier_basis(uint32_t n, uint64_t index, uint32_t window_length, dou
 void hippo_fourier_project_cpu(const HippoFourierShape& shape, const HippoFourierSegment& segment,
                                const HippoFourierProjectArgs& args) {
   const double inv_window = 1.0 / shape.window_length;
+  const BasisTable basis = basis_table(shape, segment.length, segment.first_index);
   for (uint32_t head = 0; head < shape.num_heads; ++head) {
     float* c = args.coefficients.host<float>() + size_t(head) * 2 * shape.num_states * shape.num_dims;
     for (uint32_t j = 0; j < shape.num_dims; ++j) {
@@ -53,11 +70,10 @@ void hippo_fourier_project_cpu(const HippoFourierShape& shape, const HippoFourie
       for (uint32_t n = 0; n < shape.num_states; ++n) {
         double cos_sum = 0.0, sin_sum = 0.0;
         for (uint32_t i = 0; i < segment.length; ++i) {
-          double cos_value, sin_value;
-          hippo_fourier_basis(n, uint64_t(segment.first_index) + i, shape.window_length, cos_value, sin_value);
+          const size_t at = size_t(i) * shape.num_states + n;
           const double x = row_element(shape, segment, args.rows, head, i, dim);
-          cos_sum += cos_value * x;
-          sin_sum += sin_value * x;
+          cos_sum += basis.cos[at] * x;
+          sin_sum += basis.sin[at] * x;
         }
         c[size_t(2 * n) * shape.num_dims + j] += static_cast<float>(cos_sum * inv_window);
         c[size_t(2 * n + 1) * shape.num_dims + j] += static_cast<float>(sin_sum * inv_window);
@@ -67,11 +83,11 @@ void hippo_fourier_project_cpu(const HippoFourierShape& shape, const HippoFourie
 }
 
 void hippo_fourier_fit_cpu(const HippoFourierShape& shape, const HippoFourierSegment& segment, const HippoFourierFitArgs& args) {
+  const BasisTable basis = basis_table(shape, segment.length, segment.first_index);
   for (uint32_t head = 0; head < shape.num_heads; ++head)
     for (uint32_t j = 0; j < shape.num_dims; ++j) {
       const uint32_t dim = dim_of(shape, args.dims, head, j);
-      const std::vector<double> inverse =
-          inverse_of(shape, segment.length, segment.first_index, args.coefficients.host<float>(), head, j);
+      const std::vector<double> inverse = inverse_of(shape, basis, args.coefficients.host<float>(), head, j);
       std::vector<double> x(segment.length);
       double mean_x = 0.0, mean_r = 0.0;
       for (uint32_t i = 0; i < segment.length; ++i) {
@@ -103,9 +119,10 @@ void hippo_fourier_fit_cpu(const HippoFourierShape& shape, const HippoFourierSeg
 std::vector<float> hippo_fourier_reconstruct_host(const HippoFourierShape& shape, uint32_t length, uint32_t first_index,
                                                   const float* coefficients, const float* affine) {
   std::vector<float> out(size_t(shape.num_heads) * length * shape.num_dims);
+  const BasisTable basis = basis_table(shape, length, first_index);
   for (uint32_t head = 0; head < shape.num_heads; ++head)
     for (uint32_t j = 0; j < shape.num_dims; ++j) {
-      const std::vector<double> inverse = inverse_of(shape, length, first_index, coefficients, head, j);
+      const std::vector<double> inverse = inverse_of(shape, basis, coefficients, head, j);
       const float* head_affine = affine + size_t(head) * 2 * shape.num_dims;
       const double scale = head_affine[j], offset = head_affine[shape.num_dims + j];
       for (uint32_t i = 0; i < length; ++i)
