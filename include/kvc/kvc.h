@@ -586,7 +586,11 @@ KVC_API kvc_status kvc_attend_batch_device(kvc_context* context, uint32_t n_cach
  * length and policy. On Vulkan every cache's chunk lands in one dispatch per group, whatever
  * its policy: the device's descriptor limits set a group's size (lavapipe 6 chunks, most GPUs
  * 32); FAEDKV and FOURIER, once compressed, first fold their window's oldest tokens on their
- * own as on every append, and a chunk that wraps their window takes two places in a group.
+ * own as on every append, and a chunk that wraps their window takes two places in a group. A
+ * group of one chunk, a device that cannot index storage-buffer arrays dynamically, and every
+ * chunk under the environment variable KVC_BATCH_DECODE=per_cache (a benchmark's comparison
+ * switch, which also turns off kvc_attend_batch_device's batched kernels) take the one-cache
+ * append kernel instead, with the same results.
  * Device inputs are not checked for NaN or Inf (as kvc_cache_append_device's). Every check
  * runs before anything changes, and a message names the failing index: n_caches from 1 to
  * KVC_APPEND_BATCH_MAX_CACHES and no NULL array first, then index by index in order: the cache

@@ -1,9 +1,9 @@
 // The fault-injection suite (KVC_FAULT_INJECTION builds; docs/reliability.md, "Fault
 // injection"). For every policy, a tiny scenario of C API calls (cache creation, host appends
 // and attends of the prompt, kvc_cache_end_prefill, a decode token on the device path, one in a
-// one-submission step, kvc_cache_read, kvc_cache_reset and a token after it, then a second
-// cache and a token of both through kvc_cache_append_batch_device and kvc_attend_batch_device)
-// runs three times on one Vulkan context: a reference run, a counting run (how many operations
+// one-submission step, a second cache given the prompt and its end in one step and a token of
+// both through kvc_cache_append_batch_device and kvc_attend_batch_device, kvc_cache_read,
+// kvc_cache_reset and a token after it) runs three times on one Vulkan context: a reference run, a counting run (how many operations
 // of each kind each call reaches, and the same results bit for bit), and the faulted run, where
 // every call is first made to fail at its n-th operation of each kind, for every n it reaches,
 // before it runs for real. After each injected failure the call must return an error status
@@ -15,6 +15,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -171,6 +172,7 @@ class Run {
                      [this] {
                        for (uint32_t layer = 0; layer < s_.desc.num_layers; ++layer) keep(read_output(layer), {});
                      }});
+    add_batch_calls(calls);
     auto read = std::make_shared<LayerSnapshot>();
     calls.push_back({"kvc_cache_read", [this, read] {
                        read->slots = layer_slots(cache(), 1);
@@ -195,14 +197,15 @@ class Run {
       calls.push_back({"kvc_attend" + at, [this, layer, &in, out] { return kvc_attend(cache(), layer, 1, s_.desc.dtype, in.q.data(), out->data(), nullptr); },
                        nullptr, [this, out] { keep(*out, {}); }});
     }
-    add_batch_calls(calls);
     return calls;
   }
 
  private:
   kvc_buffer_view view(uint32_t layer, size_t place) const { return {buffer_.get(), layer * layer_bytes_ + places_[place]}; }
 
-  // A second cache of the same shape and policy, a token appended to both by one
+  // A second cache of the same shape and policy, given the prompt and its end in one step, so
+  // that both caches are past their prompts (FAEDKV and FOURIER compressed: a batched append
+  // folds their windows first); then a token appended to both by one
   // kvc_cache_append_batch_device (its batched kernel: two chunks make a group) and the token
   // of both attended by one kvc_attend_batch_device: its batched kernels where the policy takes
   // them, its per-cache route inside the call where it does not. (A cache's own device append
@@ -215,6 +218,8 @@ class Run {
                        CHECK((status == KVC_OK) == (cache != nullptr));
                        return status;
                      }});
+    calls.push_back({"the second cache's prompt in one step (every chunk's host append and attend, kvc_cache_end_prefill)",
+                     [this] { return second_prompt(); }});
     for (uint32_t layer = 0; layer < s_.desc.num_layers; ++layer) {
       const std::string at = " layer " + std::to_string(layer);
       const auto write = [this, layer] { write_inputs(s_.decode[3][layer], layer); };
@@ -237,6 +242,24 @@ class Run {
                          keep(read_output(layer, 5), {});
                        }});
     }
+  }
+
+  kvc_status second_prompt() {
+    // Host outputs are written at the step's wait: one buffer, sized before any attend.
+    for (const std::vector<StepInputs>& chunk : s_.prompt) prompt_out_.resize(std::max(prompt_out_.size(), chunk[0].q.size()));
+    kvc_status status = kvc_step_begin(context_);
+    if (status != KVC_OK) return status;
+    for (size_t chunk = 0; chunk < s_.prompt.size() && status == KVC_OK; ++chunk)
+      for (uint32_t layer = 0; layer < s_.desc.num_layers && status == KVC_OK; ++layer) {
+        const uint32_t n = s_.policy.prompt_chunks[chunk];
+        const StepInputs& in = s_.prompt[chunk][layer];
+        status = kvc_cache_append(second_.get(), layer, n, s_.desc.dtype, in.k.data(), in.v.data());
+        if (status == KVC_OK) status = kvc_attend(second_.get(), layer, n, s_.desc.dtype, in.q.data(), prompt_out_.data(), nullptr);
+      }
+    if (status == KVC_OK) status = kvc_cache_end_prefill(second_.get());
+    const kvc_status end = kvc_step_end(context_);
+    if (status != KVC_OK) return status;
+    return end != KVC_OK ? end : kvc_step_wait(context_, UINT64_MAX);
   }
 
   void write_inputs(const StepInputs& in, uint32_t layer) {
@@ -278,6 +301,7 @@ class Run {
   kvc_context* context_;
   const Scenario& s_;
   CachePtr cache_, second_;
+  std::vector<unsigned char> prompt_out_;  // the second cache's prompt outputs, not compared
   BufferPtr buffer_;
   std::vector<uint64_t> places_;
   uint64_t end_ = 0, layer_bytes_ = 0;

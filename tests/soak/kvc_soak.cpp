@@ -107,12 +107,12 @@ int main(int argc, char** argv) {
     violations += !result.violation.empty();
   };
   if (options.lockstep) {
+    // Each run is reported as it ends; validation messages count against the runs still going.
     const uint32_t messages_before = validation_messages(context.get());
-    std::vector<kvc::soak::SoakResult> results = kvc::soak::run_lockstep(context.get(), specs, options);
-    for (size_t i = 0; i < specs.size(); ++i) {
-      fail_on_messages(messages_before, results[i]);
-      report(specs[i], results[i]);
-    }
+    kvc::soak::run_lockstep(context.get(), specs, options, [&](size_t index, kvc::soak::SoakResult result) {
+      fail_on_messages(messages_before, result);
+      report(specs[index], result);
+    });
   } else {
     for (const kvc::soak::SoakRunSpec& spec : specs) {
       const uint32_t messages_before = validation_messages(context.get());

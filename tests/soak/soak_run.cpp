@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -31,6 +32,7 @@ class Soak {
         feed_(context, desc_, spec.path, spec.soak_case->prompt_tokens),
         inputs_(desc_, options.seed) {
     result_.warmup_tokens = std::max<uint64_t>(options.decode_tokens / 10, 2 * uint64_t(case_.memory_period));
+    resident_warmup_tokens_ = result_.warmup_tokens;
   }
 
   // Creates the cache and feeds the prompt; the run is active after it unless that failed.
@@ -41,6 +43,11 @@ class Soak {
 
   // Whether the run takes another decode token: none failed, some are left, no time limit hit.
   bool active() const { return active_; }
+
+  uint64_t warmup_tokens() const { return result_.warmup_tokens; }
+  // Lockstep: the resident set is the process's, so its baseline waits for the last warm-up of
+  // all the runs (`tokens`) instead of this run's own.
+  void take_resident_baseline_at(uint64_t tokens) { resident_warmup_tokens_ = tokens; }
 
   // Before a token: a full FOURIER cache is reset and takes its prompt again.
   void prepare_token() {
@@ -88,9 +95,10 @@ class Soak {
     result_.decode_tokens = token + 1;
     if (options_.planted_leak_bytes) planted_leak_.emplace_back(options_.planted_leak_bytes, 1);
     if (!check_memory(token)) return false;
-    const bool last_of_warmup = token + 1 == result_.warmup_tokens;
-    if ((token + 1) % options_.check_interval != 0 && !last_of_warmup && token + 1 != options_.decode_tokens) return true;
-    if (!check_positions(token) || !check_resident(token, last_of_warmup)) return false;
+    const bool last_of_warmup = token + 1 == result_.warmup_tokens, resident_baseline = token + 1 == resident_warmup_tokens_;
+    if ((token + 1) % options_.check_interval != 0 && !last_of_warmup && !resident_baseline && token + 1 != options_.decode_tokens)
+      return true;
+    if (!check_positions(token) || !check_resident(token, resident_baseline)) return false;
     if (token + 1 == options_.decode_tokens) return false;
     if (!options_.seconds_limit || elapsed_seconds() <= double(options_.seconds_limit)) return true;
     // A pass needs a steady-state check, past the one that closes the warm-up.
@@ -109,8 +117,11 @@ class Soak {
     return !case_.ends_prefill || succeeded(kvc_cache_end_prefill(cache_.get()), "kvc_cache_end_prefill");
   }
 
-  // After n_tokens of every layer were fed with `status`: the status, the outputs and tokens_seen.
+  // After n_tokens of every layer were fed with `status`: the status (with the message its
+  // failing call left, where the feed noted one), the outputs and tokens_seen.
   bool check_fed(kvc_status status, uint32_t n_tokens, const std::string& what) {
+    if (status != KVC_OK && !feed_.failure().empty())
+      return fail(what + ": " + kvc_status_name(status) + " (" + feed_.failure() + ")");
     if (!succeeded(status, what)) return false;
     layer_tokens_ += n_tokens;
     const size_t count = outputs_[0].size() / dtype_size(static_cast<Dtype>(desc_.dtype));
@@ -162,12 +173,12 @@ class Soak {
     return true;
   }
 
-  bool check_resident(uint64_t token, bool last_of_warmup) {
+  bool check_resident(uint64_t token, bool baseline) {
     const uint64_t rss = resident_bytes();
     result_.rss_end = rss;
     result_.rss_peak = std::max(result_.rss_peak, rss);
-    if (last_of_warmup) result_.rss_after_warmup = rss;
-    if (token < result_.warmup_tokens || rss <= result_.rss_after_warmup + options_.rss_slack_bytes) return true;
+    if (baseline) result_.rss_after_warmup = rss;
+    if (token < resident_warmup_tokens_ || rss <= result_.rss_after_warmup + options_.rss_slack_bytes) return true;
     return fail("decode token " + std::to_string(token) + ": resident memory is " + std::to_string(rss) + " bytes, " +
                 std::to_string(rss - result_.rss_after_warmup) + " more than after the warm-up (slack " +
                 std::to_string(options_.rss_slack_bytes) + ")");
@@ -196,6 +207,7 @@ class Soak {
   std::vector<int32_t> positions_;
   std::vector<std::vector<unsigned char>> planted_leak_;
   SoakResult result_;
+  uint64_t resident_warmup_tokens_ = 0;  // the resident set's baseline is taken after this many tokens
   bool active_ = false;
   std::chrono::steady_clock::time_point start_;
 };
@@ -211,11 +223,25 @@ SoakResult run_soak(kvc_context* context, const SoakRunSpec& spec, const SoakOpt
   return soak.result();
 }
 
-std::vector<SoakResult> run_lockstep(kvc_context* context, const std::vector<SoakRunSpec>& specs, const SoakOptions& options) {
+std::vector<SoakResult> run_lockstep(kvc_context* context, const std::vector<SoakRunSpec>& specs, const SoakOptions& options,
+                                     const std::function<void(size_t, const SoakResult&)>& on_end) {
   std::vector<std::unique_ptr<Soak>> soaks;
+  uint64_t last_warmup = 0;
   for (const SoakRunSpec& spec : specs) {
     soaks.push_back(std::make_unique<Soak>(context, spec, options));
-    soaks.back()->start();
+    last_warmup = std::max(last_warmup, soaks.back()->warmup_tokens());
+  }
+  std::vector<bool> reported(soaks.size(), false);
+  const auto report_ended = [&] {
+    for (size_t i = 0; i < soaks.size(); ++i)
+      if (!soaks[i]->active() && !reported[i]) {
+        reported[i] = true;
+        on_end(i, soaks[i]->result());
+      }
+  };
+  for (const std::unique_ptr<Soak>& soak : soaks) {
+    soak->take_resident_baseline_at(last_warmup);
+    soak->start();
   }
   std::vector<Soak*> stepping;
   std::vector<kvc_status> recorded;
@@ -225,6 +251,7 @@ std::vector<SoakResult> run_lockstep(kvc_context* context, const std::vector<Soa
       if (soak->active()) soak->prepare_token();
       if (soak->active()) stepping.push_back(soak.get());
     }
+    report_ended();
     if (stepping.empty()) break;
     recorded.assign(stepping.size(), KVC_OK);
     kvc_status step = kvc_step_begin(context);

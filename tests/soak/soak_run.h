@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "kvc/kvc.h"
 #include "soak/soak_cases.h"
@@ -39,9 +41,13 @@ SoakResult run_soak(kvc_context* context, const SoakRunSpec& spec, const SoakOpt
 
 // The same runs in lockstep (kvc-soak --lockstep): every run's cache in one context, each decode
 // token of all of them recorded into one step, so a real GPU's per-submission latency is paid
-// once per token for all policies instead of once per policy. Prompts, refills and checks stay
-// each run's own. A step that fails fails every run it carried. Each result's seconds are the
-// whole lockstep's wall time.
-std::vector<SoakResult> run_lockstep(kvc_context* context, const std::vector<SoakRunSpec>& specs, const SoakOptions& options);
+// once per token for all policies instead of once per policy. Prompts, refills and the checks
+// of each cache stay each run's own; a step that fails fails every run it carried. The
+// resident set is the process's: its baseline is taken once the last run's warm-up is over,
+// and a leak fails every run still going. A run's seconds run from its own start (after the
+// prompts of the runs before it) to its own end. `on_end(index, result)` is called as each run
+// ends, so a lockstep killed from outside has reported the runs already over.
+std::vector<SoakResult> run_lockstep(kvc_context* context, const std::vector<SoakRunSpec>& specs, const SoakOptions& options,
+                                     const std::function<void(size_t, const SoakResult&)>& on_end);
 
 }  // namespace kvc::soak

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kvc/kvc.h"
@@ -30,6 +31,10 @@ class TokenFeed {
   kvc_status record(kvc_cache* cache, uint32_t n_tokens, const std::vector<LayerInputs>& inputs,
                     std::vector<std::vector<unsigned char>>& outputs);
 
+  // The last-error message of the call that failed the last feed() or record(), taken when it
+  // failed: a step's end, or other runs' calls in the same step, replace the context's.
+  const std::string& failure() const { return failure_; }
+
  private:
   struct BufferDeleter {
     void operator()(kvc_buffer* buffer) const { kvc_buffer_destroy(buffer); }
@@ -39,6 +44,16 @@ class TokenFeed {
   struct LayerPlaces {
     uint64_t k = 0, v = 0, q = 0, out = 0;
   };
+  struct Layout {
+    std::vector<LayerPlaces> layers;
+    uint64_t inputs_bytes = 0;  // the inputs' span, from offset 0
+    uint64_t bytes = 0;         // inputs and outputs
+  };
+  // The places of n_tokens tokens, packed for them: a decode token writes a few hundred bytes,
+  // not the prompt's span.
+  Layout layout(uint32_t n_tokens) const;
+  // `status`, and on a failure the context's last error noted (the first one of a feed).
+  kvc_status noted(kvc_status status);
 
   // outputs[layer] sized for n_tokens tokens of every layer.
   void size_outputs(uint32_t n_tokens, std::vector<std::vector<unsigned char>>& outputs) const;
@@ -48,10 +63,10 @@ class TokenFeed {
   kvc_context* context_;
   kvc_cache_desc desc_;
   FeedPath path_;
-  std::vector<LayerPlaces> places_;
-  uint64_t inputs_bytes_ = 0;                   // the inputs' span, from offset 0
-  std::vector<unsigned char> inputs_;           // the next write: every layer's K, V, Q as placed
-  std::unique_ptr<kvc_buffer, BufferDeleter> buffer_;  // engine path only
+  uint64_t alignment_ = 0;
+  std::vector<unsigned char> inputs_;                  // the next write: every layer's K, V, Q as placed
+  std::unique_ptr<kvc_buffer, BufferDeleter> buffer_;  // engine path only, sized for max_tokens
+  std::string failure_;
 };
 
 }  // namespace kvc::soak
