@@ -208,6 +208,7 @@ void CallSequence::attend_batch(FuzzedDataProvider& data, uint32_t layer) {
   std::vector<BufferPtr> buffers;
   std::vector<kvc_buffer_view> q, out, scores;
   bool moderate = true;
+  bool short_view = false;  // a Q or out view holds less than the cache's token needs
   for (LiveCache* cache : picked) {
     const kvc_cache_desc& desc = cache->desc;
     handles.push_back(cache->handle);
@@ -217,6 +218,7 @@ void CallSequence::attend_batch(FuzzedDataProvider& data, uint32_t layer) {
     FuzzedTensor query = make_tensor(data, dtype, elements);
     moderate = moderate && !query.extreme && !query.non_finite;  // device inputs are not checked (kvc.h)
     if (pick_rarely(data, 16)) query.bytes.resize(element_bytes(dtype));
+    short_view = short_view || query.bytes.size() < elements * element_bytes(dtype);
     q.push_back(device_copy(query.bytes, buffers));
     out.push_back(device_copy(query.bytes, buffers));
     if (!q.back().buffer || !out.back().buffer) return;
@@ -229,7 +231,9 @@ void CallSequence::attend_batch(FuzzedDataProvider& data, uint32_t layer) {
   }
   const uint32_t n = static_cast<uint32_t>(picked.size());
   const kvc_status status = kvc_attend_batch_device(context_, n, handles.data(), layer, dtype, q.data(), out.data(), scores.data());
-  if (!batch_succeeded("kvc_attend_batch_device", status, picked, before) || !moderate) return;
+  if (!batch_succeeded("kvc_attend_batch_device", status, picked, before)) return;
+  if (short_view) report_finding("kvc_attend_batch_device", "accepted a Q or out view smaller than a token's");
+  if (!moderate) return;
   for (size_t i = 0; i < picked.size(); ++i) {
     const kvc_cache_desc& desc = picked[i]->desc;
     std::vector<unsigned char> written(size_t(desc.num_q_heads) * desc.head_dim * element_bytes(dtype));
@@ -250,6 +254,7 @@ void CallSequence::append_batch(FuzzedDataProvider& data, uint32_t layer, uint32
   std::vector<kvc_buffer_view> k, v;
   std::vector<bool> moderate;  // per cache: its chunk held moderate values only
   bool refused_first = false;  // a cache's count or capacity check refuses the call before its views
+  bool short_view = false;     // a K or V view holds less than its chunk
   for (LiveCache* cache : picked) {
     const kvc_cache_desc& desc = cache->desc;
     handles.push_back(cache->handle);
@@ -262,6 +267,8 @@ void CallSequence::append_batch(FuzzedDataProvider& data, uint32_t layer, uint32
     // Device inputs are not checked (kvc.h): NaN, Inf or huge values make the cache immoderate.
     moderate.push_back(!keys.extreme && !keys.non_finite && !values.extreme && !values.non_finite);
     if (pick_rarely(data, 16)) values.bytes.resize(element_bytes(dtype));
+    const size_t chunk_bytes = size_t(n_tokens) * desc.num_kv_heads * desc.head_dim * element_bytes(dtype);
+    short_view = short_view || keys.bytes.size() < chunk_bytes || values.bytes.size() < chunk_bytes;
     k.push_back(device_copy(keys.bytes, buffers));
     v.push_back(device_copy(values.bytes, buffers));
     if (!k.back().buffer || !v.back().buffer) return;
@@ -270,6 +277,7 @@ void CallSequence::append_batch(FuzzedDataProvider& data, uint32_t layer, uint32
   const kvc_status status = kvc_cache_append_batch_device(context_, n, handles.data(), layer, n_tokens, dtype, k.data(), v.data());
   if (!batch_succeeded("kvc_cache_append_batch_device", status, picked, before)) return;
   if (refused_first) report_finding("kvc_cache_append_batch_device", "accepted a call that must be refused before reading its data");
+  if (short_view) report_finding("kvc_cache_append_batch_device", "accepted a K or V view smaller than its chunk");
   for (size_t i = 0; i < picked.size(); ++i) {
     LiveCache& cache = *picked[i];
     cache.moderate = cache.moderate && moderate[i];
