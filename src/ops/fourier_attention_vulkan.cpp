@@ -28,14 +28,14 @@ constexpr uint32_t kTargetGroups = 512;
 constexpr uint32_t kMergeWorkgroup = 128;     // attention_merge's (a power of two)
 // The factorized route's kernels. fourier_partials: kFactorWorkgroup threads (the shader's
 // MAX_WORDS assumes 256) stage tiles of at most kPartialsMaxTile tokens in kPartialsTileFloats
-// floats (its MAX_TILE, TILE_FLOATS); its workgroups, like attention_decode's, about 512 (4 per
-// SM of an H100), where that kernel ran fastest. The others' blocks are their shaders' ROWS,
-// POINTS and BINS.
+// floats (its MAX_TILE, TILE_FLOATS); about 1024 workgroups, each taking a few tiles in turn
+// (an H200, fourier_decode_step at 32K, twice in one call: 80.6 us a call with 512, 73.6 with
+// 1024; 2048 and 4096 were slower). The others' blocks are their shaders' ROWS, POINTS and BINS.
 constexpr uint32_t kFactorWorkgroup = 256;
 constexpr uint32_t kMaxFactorGroupBlock = 8;  // KVC_MAX_GROUP_BLOCK
 constexpr uint32_t kPartialsTileFloats = 4096;
 constexpr uint32_t kPartialsMaxTile = 128;
-constexpr uint32_t kFactorTargetGroups = 512;
+constexpr uint32_t kFactorTargetGroups = 1024;
 constexpr uint32_t kCoefficientRows = 16;     // fourier_query_coefficients' ROWS
 constexpr uint32_t kWeightPoints = 4;         // fourier_middle_weights' POINTS
 constexpr uint32_t kValueBins = 32;           // fourier_value_partials' BINS
