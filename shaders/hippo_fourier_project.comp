@@ -1,12 +1,16 @@
 #version 450
 // HiPPO-FourierT projection (ops/hippo_fourier.h): adds (1/T) F X of a segment to the
 // coefficients, eq. 4 at prefill and eq. 6 for a token leaving the local window. Workgroup
-// (bin n and a block of dims, head); thread j sums its dim's column against cos and sin of bin
-// n over the segment. Every thread of a group computes the same angle, reduced exactly as
-// (n t) mod T in integers, so long windows lose no precision.
+// (block of BINS bins and of WG dims, head): thread j sums its dim's column against cos and sin
+// of every bin of the block over the segment. The basis of the block's bins is computed once
+// per workgroup, CHUNK tokens at a time (one entry per thread), into shared memory; each angle
+// is reduced exactly as (n t) mod T in integers, so long windows lose no precision. Several
+// bins per workgroup keep a decode step's one-token update to a few hundred workgroups, each
+// reading the token's dims once.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 
-layout(local_size_x_id = 0) in;
+layout(local_size_x_id = 0) in;  // BINS x CHUNK = 128 threads
 layout(constant_id = 1) const bool ROWS_F16 = false;
 
 #include "elements.glsl"
@@ -27,28 +31,48 @@ layout(push_constant) uniform Push {
   uint first_index;
 } push;
 
+const uint WG = gl_WorkGroupSize.x;
+const uint BINS = 8;    // bins per workgroup (the host's kProjectBins)
+const uint CHUNK = 16;  // tokens per basis pass: BINS x CHUNK entries, one per thread
+
+shared vec2 basis_s[BINS * CHUNK];  // (cos, sin) of bin b at the chunk's token i: [b][i]
+
 void main() {
-  const uint dim_blocks = (push.num_dims + gl_WorkGroupSize.x - 1) / gl_WorkGroupSize.x;
-  const uint n = gl_WorkGroupID.x / dim_blocks;
-  const uint j = (gl_WorkGroupID.x % dim_blocks) * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
+  const uint t = gl_LocalInvocationID.x;
+  const uint dim_blocks = (push.num_dims + WG - 1) / WG;
+  const uint first_bin = (gl_WorkGroupID.x / dim_blocks) * BINS;
+  const uint j = (gl_WorkGroupID.x % dim_blocks) * WG + t;
   const uint head = gl_WorkGroupID.y;
-  if (j >= push.num_dims) return;
-  const uint dim = dims[head * push.head_dim + j];
+  const bool live = j < push.num_dims;
+  const uint dim = live ? dims[head * push.head_dim + j] : 0u;
   const uint first_row = head * push.slot_stride + push.first_slot;
-  // The turn of token i is (n (first_index + i)) mod T, stepped by n mod T from the first.
-  const uint step = n % push.window_length;
-  uint turn = kvc_mul_mod(n, push.first_index, push.window_length);
-  float cos_sum = 0.0, sin_sum = 0.0;
-  for (uint i = 0; i < push.segment_length; ++i) {
-    const float x = KVC_LOAD_ELEMENT(row_words, ROWS_F16, (first_row + i) * push.head_dim + dim);
-    const vec2 basis = kvc_turn_cos_sin(turn, push.window_length);
-    cos_sum += basis.x * x;
-    sin_sum += basis.y * x;
-    turn += step;
-    if (turn >= push.window_length) turn -= push.window_length;
+  vec2 sums[BINS];
+  [[unroll]] for (uint b = 0; b < BINS; ++b) sums[b] = vec2(0.0);
+  for (uint chunk = 0; chunk < push.segment_length; chunk += CHUNK) {
+    barrier();  // the previous chunk's basis is read
+    if (t < BINS * CHUNK) {
+      const uint n = first_bin + t / CHUNK, i = chunk + t % CHUNK;
+      basis_s[t] = n < push.num_states && i < push.segment_length
+                       ? kvc_turn_cos_sin(kvc_mul_mod(n, push.first_index + i, push.window_length), push.window_length)
+                       : vec2(0.0);
+    }
+    barrier();
+    if (live) {
+      float x[CHUNK];
+      [[unroll]] for (uint k = 0; k < CHUNK; ++k)
+        x[k] = chunk + k < push.segment_length ? KVC_LOAD_ELEMENT(row_words, ROWS_F16, (first_row + chunk + k) * push.head_dim + dim) : 0.0;
+      [[unroll]] for (uint b = 0; b < BINS; ++b)
+        [[unroll]] for (uint k = 0; k < CHUNK; ++k) sums[b] += basis_s[b * CHUNK + k] * x[k];
+    }
   }
-  const uint base = (head * 2 * push.num_states + 2 * n) * push.num_dims + j;
+  if (!live) return;
   const float inv_window = 1.0 / float(push.window_length);
-  coefficients[base] += cos_sum * inv_window;
-  coefficients[base + push.num_dims] += sin_sum * inv_window;
+  [[unroll]] for (uint b = 0; b < BINS; ++b) {
+    const uint n = first_bin + b;
+    if (n < push.num_states) {
+      const uint base = (head * 2 * push.num_states + 2 * n) * push.num_dims + j;
+      coefficients[base] += sums[b].x * inv_window;
+      coefficients[base + push.num_dims] += sums[b].y * inv_window;
+    }
+  }
 }

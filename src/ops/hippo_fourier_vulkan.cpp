@@ -11,7 +11,8 @@
 namespace kvc::ops {
 namespace {
 
-constexpr uint32_t kProjectWorkgroup = 64;  // dims of one bin per workgroup
+constexpr uint32_t kProjectWorkgroup = 128;  // dims of a block of bins per workgroup: the shader's BINS x CHUNK
+constexpr uint32_t kProjectBins = 8;         // the shader's BINS
 constexpr uint32_t kFitWorkgroup = 64;      // a power of two: tokens per pass of one dim
 // The Transform route's fit reads, where the Direct one computes: more loads in flight per
 // dim (one head per dispatch leaves only head_dim workgroups).
@@ -93,7 +94,8 @@ void hippo_fourier_project_vulkan(Backend& backend, const HippoFourierShape& sha
   const uint32_t dim_blocks = (shape.num_dims + kProjectWorkgroup - 1) / kProjectWorkgroup;
   backend.recorder().dispatch({"hippo_fourier_project", 3, sizeof(SegmentPush), {kProjectWorkgroup, shape.dtype == Dtype::F16}},
                               {slice(args.rows), slice(args.dims), slice(args.coefficients)}, &push,
-                              group_count(uint64_t(shape.num_states) * dim_blocks, 1), shape.num_heads);
+                              group_count(uint64_t((shape.num_states + kProjectBins - 1) / kProjectBins) * dim_blocks, 1),
+                              shape.num_heads);
 }
 
 void hippo_fourier_fit_vulkan(Backend& backend, const HippoFourierShape& shape, const HippoFourierSegment& segment,
