@@ -66,13 +66,17 @@ void main() {
     }
   }
   if (!live) return;
+  // Every coefficient is read before any is written: a store may alias a later load, so
+  // interleaved read-modify-writes would wait for memory once per bin.
+  const uint base = (head * 2 * push.num_states + 2 * first_bin) * push.num_dims + j;
+  const uint bins = min(BINS, push.num_states - first_bin);
+  vec2 previous[BINS];
+  [[unroll]] for (uint b = 0; b < BINS; ++b)
+    if (b < bins) previous[b] = vec2(coefficients[base + 2 * b * push.num_dims], coefficients[base + (2 * b + 1) * push.num_dims]);
   const float inv_window = 1.0 / float(push.window_length);
-  [[unroll]] for (uint b = 0; b < BINS; ++b) {
-    const uint n = first_bin + b;
-    if (n < push.num_states) {
-      const uint base = (head * 2 * push.num_states + 2 * n) * push.num_dims + j;
-      coefficients[base] += sums[b].x * inv_window;
-      coefficients[base + push.num_dims] += sums[b].y * inv_window;
+  [[unroll]] for (uint b = 0; b < BINS; ++b)
+    if (b < bins) {
+      coefficients[base + 2 * b * push.num_dims] = previous[b].x + sums[b].x * inv_window;
+      coefficients[base + (2 * b + 1) * push.num_dims] = previous[b].y + sums[b].y * inv_window;
     }
-  }
 }
