@@ -66,7 +66,7 @@ double median_us(Backend& backend, const Timing& timing, const std::function<voi
   }
 }
 
-WallTime median_wall_us(int repetitions, const std::function<void()>& prepare, const std::function<double()>& run) {
+WallTime median_wall_us(int repetitions, const std::function<void()>& prepare, const std::function<RunTimes()>& run) {
   using Clock = std::chrono::steady_clock;
   // As in median_us, the GPU's clocks rise only under sustained load: the timed runs follow
   // 200 ms of runs, and at least one (which makes pipelines and scratch memory).
@@ -76,14 +76,16 @@ WallTime median_wall_us(int repetitions, const std::function<void()>& prepare, c
     if (prepare) prepare();
     run();
   } while (++warmup_runs < kMaxWallWarmupRuns && Clock::now() < warm_until);
-  std::vector<double> wall, gpu;
+  std::vector<double> wall, gpu, record;
   for (int i = 0; i < repetitions; ++i) {
     if (prepare) prepare();
     const Clock::time_point start = Clock::now();
-    gpu.push_back(run());
+    const RunTimes times = run();
     wall.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+    gpu.push_back(times.gpu_us);
+    record.push_back(times.record_us);
   }
-  return {median(wall), median(gpu)};
+  return {median(wall), median(gpu), median(record)};
 }
 
 double copy_bandwidth_gbps(Backend& backend, const Timing& timing, size_t bytes) {
@@ -110,8 +112,10 @@ void print_table(const Report& report, const Report* peer) {
               report.date.c_str(), report.copy_gbps);
   if (!report.matrix_path.empty()) std::printf("matrix path: %s\n", report.matrix_path.c_str());
   const bool gpu_column = std::any_of(report.rows.begin(), report.rows.end(), [](const Row& row) { return row.gpu_us > 0; });
+  const bool record_column = std::any_of(report.rows.begin(), report.rows.end(), [](const Row& row) { return row.record_us > 0; });
   std::printf("%-24s %-58s %-5s %11s %11s %8s %8s", "op", "shape", "dtype", "time (us)", "MB moved", "GB/s", "% copy");
   if (gpu_column) std::printf(" %11s %9s", "gpu (us)", "wall/gpu");
+  if (record_column) std::printf(" %11s", "record (us)");
   if (peer) std::printf(" %11s %9s", "peer (us)", "peer/kvc");
   std::printf("\n");
   for (const Row& row : report.rows) {
@@ -121,6 +125,10 @@ void print_table(const Report& report, const Report* peer) {
     if (gpu_column) {
       if (row.gpu_us > 0) std::printf(" %11.1f %8.2fx", row.gpu_us, row.median_us / row.gpu_us);
       else std::printf(" %11s %9s", "-", "-");
+    }
+    if (record_column) {
+      if (row.record_us > 0) std::printf(" %11.1f", row.record_us);
+      else std::printf(" %11s", "-");
     }
     if (peer) {
       const auto match = std::find_if(peer->rows.begin(), peer->rows.end(), [&](const Row& p) {
@@ -146,6 +154,7 @@ std::string to_json(const Report& report) {
         << "\", \"us\": " << row.median_us << ", \"bytes\": " << row.bytes << ", \"gbps\": " << gbps
         << ", \"pct_copy\": " << 100.0 * gbps / report.copy_gbps;
     if (row.gpu_us > 0) out << ", \"gpu_us\": " << row.gpu_us;
+    if (row.record_us > 0) out << ", \"record_us\": " << row.record_us;
     if (row.max_us > 0) out << ", \"min_us\": " << row.min_us << ", \"max_us\": " << row.max_us;
     out << "}" << (i + 1 < report.rows.size() ? "," : "") << "\n";
   }

@@ -18,6 +18,9 @@ struct Row {
   double median_us = 0;  // GPU time; the engine rows: wall-clock time
   double bytes = 0;      // that must move: each input read once, each output written once
   double gpu_us = 0;     // rows timed on the wall clock: the GPU time of the same work (0: none)
+  // Rows timed on the wall clock through one step: the host's time recording it, from
+  // kvc_step_begin to kvc_step_end's return (0: not separable, each call waits for its own work).
+  double record_us = 0;
   // Rows timed on several allocations of their buffers: the fastest and slowest allocation's
   // median (median_us is the median of them); 0: one allocation.
   double min_us = 0, max_us = 0;
@@ -34,15 +37,22 @@ double median_us(Backend& backend, const Timing& timing, const std::function<voi
 // At most this many warm-up runs in median_wall_us: callers size their caches for them.
 constexpr int kMaxWallWarmupRuns = 256;
 
-struct WallTime {
-  double wall_us = 0;
-  double gpu_us = 0;  // the median of what `run` returned
+// What a wall-timed run reports of itself: the GPU time of what it submitted and the host's
+// time recording it (each 0 where unknown).
+struct RunTimes {
+  double gpu_us = 0;
+  double record_us = 0;
 };
 
-// Median wall-clock time in microseconds of `run`, which returns the GPU time of what it
-// submitted (0: unknown), over `repetitions` runs after a warm-up; `prepare`, when given, runs
-// untimed before each run.
-WallTime median_wall_us(int repetitions, const std::function<void()>& prepare, const std::function<double()>& run);
+struct WallTime {
+  double wall_us = 0;
+  double gpu_us = 0;     // the median of what the runs returned
+  double record_us = 0;
+};
+
+// Median wall-clock time in microseconds of `run` over `repetitions` runs after a warm-up;
+// `prepare`, when given, runs untimed before each run.
+WallTime median_wall_us(int repetitions, const std::function<void()>& prepare, const std::function<RunTimes()>& run);
 
 // Device-to-device copy bandwidth in GB/s (bytes read + written), measured with `bytes` buffers.
 double copy_bandwidth_gbps(Backend& backend, const Timing& timing, size_t bytes);

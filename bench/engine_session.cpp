@@ -1,6 +1,7 @@
 #include "engine_session.h"
 
 #include <algorithm>
+#include <chrono>
 #include <random>
 #include <string>
 
@@ -9,6 +10,10 @@
 
 namespace kvc::bench {
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double microseconds_since(Clock::time_point start) { return std::chrono::duration<double, std::micro>(Clock::now() - start).count(); }
 
 std::vector<uint16_t> random_halves(size_t count, std::mt19937& generator) {
   std::uniform_real_distribution<float> values(-1.0f, 1.0f);
@@ -90,7 +95,7 @@ void EngineSession::refill(kvc_cache* cache, uint32_t tokens) {
   fill(cache, tokens);
 }
 
-double EngineSession::run_step(kvc_cache* cache, EnginePath path, uint32_t n, bool end_prefill) {
+RunTimes EngineSession::run_step(kvc_cache* cache, EnginePath path, uint32_t n, bool end_prefill) {
   const kvc_buffer_view kv{kv_.get(), 0}, q{q_.get(), 0}, out{out_.get(), 0}, no_scores{nullptr, 0};
   const bool step = path == EnginePath::Step;
   double gpu_us = 0;
@@ -100,6 +105,7 @@ double EngineSession::run_step(kvc_cache* cache, EnginePath path, uint32_t n, bo
     check(status, name);
     if (!step) gpu_us += last_submission_gpu_us();
   };
+  const Clock::time_point start = Clock::now();
   if (step) check(kvc_step_begin(context_.get()), "kvc_step_begin");
   for (uint32_t layer = 0; layer < shape_.layers; ++layer) {
     if (path == EnginePath::Host) {
@@ -111,15 +117,14 @@ double EngineSession::run_step(kvc_cache* cache, EnginePath path, uint32_t n, bo
     }
   }
   if (end_prefill) call(kvc_cache_end_prefill(cache), "kvc_cache_end_prefill");
-  if (step) {
-    check(kvc_step_end(context_.get()), "kvc_step_end");
-    check(kvc_step_wait(context_.get(), UINT64_MAX), "kvc_step_wait");
-    gpu_us = last_submission_gpu_us();
-  }
-  return gpu_us;
+  if (!step) return {gpu_us, 0.0};
+  check(kvc_step_end(context_.get()), "kvc_step_end");
+  const double record_us = microseconds_since(start);
+  check(kvc_step_wait(context_.get(), UINT64_MAX), "kvc_step_wait");
+  return {last_submission_gpu_us(), record_us};
 }
 
-double EngineSession::run_batch_step(const std::vector<kvc_cache*>& caches, bool batched) {
+RunTimes EngineSession::run_batch_step(const std::vector<kvc_cache*>& caches, bool batched) {
   const uint32_t count = static_cast<uint32_t>(caches.size());
   const uint64_t query_bytes = uint64_t(shape_.q_heads) * shape_.head_dim * sizeof(uint16_t);
   require(uint64_t(count) * query_bytes <= out_host_.size() * sizeof(uint16_t), KVC_ERROR_CAPACITY,
@@ -130,6 +135,7 @@ double EngineSession::run_batch_step(const std::vector<kvc_cache*>& caches, bool
   const std::vector<kvc_buffer_view> queries(count, kvc_buffer_view{q_.get(), 0});
   std::vector<kvc_buffer_view> outputs;
   for (uint32_t i = 0; i < count; ++i) outputs.push_back({out_.get(), i * query_bytes});
+  const Clock::time_point start = Clock::now();
   check(kvc_step_begin(context_.get()), "kvc_step_begin");
   for (uint32_t layer = 0; layer < shape_.layers; ++layer) {
     if (batched) {
@@ -145,8 +151,9 @@ double EngineSession::run_batch_step(const std::vector<kvc_cache*>& caches, bool
     }
   }
   check(kvc_step_end(context_.get()), "kvc_step_end");
+  const double record_us = microseconds_since(start);
   check(kvc_step_wait(context_.get(), UINT64_MAX), "kvc_step_wait");
-  return last_submission_gpu_us();
+  return {last_submission_gpu_us(), record_us};
 }
 
 double EngineSession::end_prefill(kvc_cache* cache) {

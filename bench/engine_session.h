@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "bench_harness.h"
 #include "kvc/kvc.h"
 
 namespace kvc::bench {
@@ -39,13 +40,14 @@ class EngineSession {
   void refill(kvc_cache* cache, uint32_t tokens);
   // One model step: every layer appends n tokens and attends their n queries, the `path` way,
   // then kvc_cache_end_prefill when `end_prefill` (inside the step on the step path). Returns
-  // the GPU time of what it submitted, 0 where unknown.
-  double run_step(kvc_cache* cache, EnginePath path, uint32_t n, bool end_prefill);
+  // the GPU time of what it submitted (0 where unknown) and, on the step path, the host's time
+  // recording the step.
+  RunTimes run_step(kvc_cache* cache, EnginePath path, uint32_t n, bool end_prefill);
   // One decode step of many caches in one step: every layer appends a token to each cache and
   // attends them all, in one kvc_cache_append_batch_device and one kvc_attend_batch_device
   // (`batched`), or per cache in kvc_cache_append_device and kvc_attend_device (what an engine
-  // ran before). Returns the step's GPU time.
-  double run_batch_step(const std::vector<kvc_cache*>& caches, bool batched);
+  // ran before). Returns the step's GPU and recording times.
+  RunTimes run_batch_step(const std::vector<kvc_cache*>& caches, bool batched);
   // kvc_cache_end_prefill on its own; returns its GPU time.
   double end_prefill(kvc_cache* cache);
   // A call that failed inside a step leaves the step open: this ends it, so that the next row

@@ -131,6 +131,7 @@ void add_row(Report& report, EngineSession& session, const RowOptions& options, 
     row.dtype = "f16";
     row.median_us = time.wall_us;
     row.gpu_us = time.gpu_us;
+    row.record_us = time.record_us;
     row.bytes = bytes;
     record(report, row);
   } catch (const Error& error) {
@@ -260,7 +261,7 @@ void add_end_prefill_rows(EngineSession& session, const EngineSizes& sizes, cons
   add_row(report, session, options, "engine_end_prefill", shape_text(kFaedKv, length, 0, shape, EnginePath::Device), bytes, [&] {
     CachePtr cache = session.create_cache(KVC_POLICY_FAEDKV, length, &params);
     return median_wall_us(sizes.prefill_repetitions, [&] { session.refill(cache.get(), length); },
-                          [&] { return session.end_prefill(cache.get()); });
+                          [&] { return RunTimes{session.end_prefill(cache.get())}; });
   });
 }
 
