@@ -9,15 +9,6 @@
 namespace kvc::vk {
 namespace {
 
-bool has_extension(VkPhysicalDevice physical_device, const char* name) {
-  uint32_t count = 0;
-  vkEnumerateDeviceExtensionProperties(physical_device, nullptr, &count, nullptr);
-  std::vector<VkExtensionProperties> extensions(count);
-  vkEnumerateDeviceExtensionProperties(physical_device, nullptr, &count, extensions.data());
-  return std::any_of(extensions.begin(), extensions.end(),
-                     [&](const VkExtensionProperties& extension) { return std::strcmp(extension.extensionName, name) == 0; });
-}
-
 bool lists_shape(VkInstance instance, VkPhysicalDevice physical_device) {
   const auto get_properties = reinterpret_cast<khr::GetCooperativeMatrixProperties>(
       vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "vulkan/pipeline.h"
+#include "vulkan/pipeline_statistics.h"
 #include "vulkan/staging.h"
 #include "vulkan/validation_log.h"
 
@@ -167,6 +168,8 @@ std::unique_ptr<Device> Device::create(const DeviceOptions& options) {
   const bool coopmat_wanted = options.cooperative_matrix && !(env_coopmat && std::strcmp(env_coopmat, "0") == 0);
   CooperativeMatrixSetup coopmat(self->instance_, instance_api, self->physical_device_, coopmat_wanted);
   coopmat.enable(device_info);
+  PipelineStatisticsSetup statistics(self->physical_device_);
+  statistics.add(device_info);
   // Batched decode indexes arrays of storage buffers by the cache (attention_decode_batch);
   // a Vulkan 1.0 feature that NVIDIA, AMD, Intel and lavapipe offer, enabled where offered.
   VkPhysicalDeviceFeatures offered{};
@@ -187,9 +190,11 @@ std::unique_ptr<Device> Device::create(const DeviceOptions& options) {
     device_info.pNext = nullptr;
     device_info.enabledExtensionCount = 0;
     device_info.ppEnabledExtensionNames = nullptr;
+    statistics.add(device_info);
     created = vkCreateDevice(self->physical_device_, &device_info, nullptr, &self->device_);
   }
   check(created, "vkCreateDevice");
+  self->captures_pipeline_statistics_ = statistics.wanted();
   vkGetDeviceQueue(self->device_, self->queue_family_, 0, &self->queue_);
   self->finish_setup();
   return self;

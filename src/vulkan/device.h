@@ -70,6 +70,9 @@ class Device {
   // (shaderStorageBufferArrayDynamicIndexing, enabled at creation). False on an application's
   // device (wrap): which features it enabled is not known.
   bool indexes_buffer_arrays() const { return indexes_buffer_arrays_; }
+  // KVC_PROFILE on a device with VK_KHR_pipeline_executable_properties: pipelines print what the
+  // driver reports of them (vulkan/pipeline_statistics.h).
+  bool captures_pipeline_statistics() const { return captures_pipeline_statistics_; }
 
   // A memory type index with all of `required` flags among `type_bits`, preferring one that
   // also has `preferred`; throws when none exists.
@@ -108,6 +111,7 @@ class Device {
   std::string matrix_path_detail_;
   bool requires_cooperative_subgroup_size_ = false;
   bool indexes_buffer_arrays_ = false;
+  bool captures_pipeline_statistics_ = false;
   std::unique_ptr<PipelineCache> pipelines_;
   std::unique_ptr<Staging> staging_;
   std::atomic<uint32_t> validation_messages_{0};

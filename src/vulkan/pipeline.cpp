@@ -4,6 +4,7 @@
 
 #include "vulkan/device.h"
 #include "vulkan/faults.h"
+#include "vulkan/pipeline_statistics.h"
 #include "vulkan/shader_registry.h"
 
 namespace kvc::vk {
@@ -66,6 +67,7 @@ Pipeline::Pipeline(Device& device, VkPipelineCache cache, const KernelSpec& spec
     info.stage.flags = VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT;
   }
   info.layout = layout_;
+  if (device.captures_pipeline_statistics()) info.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
   VkResult result = faults::injected(faults::Op::CreatePipeline);
   if (result == VK_SUCCESS) result = vkCreateComputePipelines(vk_device, cache, 1, &info, nullptr, &pipeline_);
   vkDestroyShaderModule(vk_device, module, nullptr);
@@ -73,6 +75,11 @@ Pipeline::Pipeline(Device& device, VkPipelineCache cache, const KernelSpec& spec
     vkDestroyPipelineLayout(vk_device, layout_, nullptr);
     vkDestroyDescriptorSetLayout(vk_device, set_layout_, nullptr);
     check(result, ("vkCreateComputePipelines(" + spec.shader + ")").c_str());
+  }
+  if (device.captures_pipeline_statistics()) {
+    std::string name = spec.shader + " [";
+    for (size_t i = 0; i < spec.constants.size(); ++i) name += (i ? " " : "") + std::to_string(spec.constants[i]);
+    print_pipeline_statistics(vk_device, pipeline_, name + "]");
   }
 }
 

@@ -1,5 +1,9 @@
 #include "vulkan/vk.h"
 
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
 namespace kvc::vk {
 
 const char* result_name(VkResult result) {
@@ -31,6 +35,15 @@ void check(VkResult result, const char* what) {
     throw Error(KVC_ERROR_OUT_OF_MEMORY, message);
   if (result == VK_ERROR_DEVICE_LOST) throw Error(KVC_ERROR_DEVICE_LOST, message);
   throw Error(KVC_ERROR_VULKAN, message);
+}
+
+bool has_extension(VkPhysicalDevice physical_device, const char* name) {
+  uint32_t count = 0;
+  vkEnumerateDeviceExtensionProperties(physical_device, nullptr, &count, nullptr);
+  std::vector<VkExtensionProperties> extensions(count);
+  vkEnumerateDeviceExtensionProperties(physical_device, nullptr, &count, extensions.data());
+  return std::any_of(extensions.begin(), extensions.end(),
+                     [&](const VkExtensionProperties& extension) { return std::strcmp(extension.extensionName, name) == 0; });
 }
 
 }  // namespace kvc::vk

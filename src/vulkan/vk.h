@@ -16,4 +16,7 @@ const char* result_name(VkResult result);
 // unless result is VK_SUCCESS.
 void check(VkResult result, const char* what);
 
+// Whether `physical_device` lists the device extension `name`.
+bool has_extension(VkPhysicalDevice physical_device, const char* name);
+
 }  // namespace kvc::vk
