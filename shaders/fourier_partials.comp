@@ -57,7 +57,11 @@ layout(push_constant) uniform Push {
 const uint WG = gl_WorkGroupSize.x;
 const uint TILE_FLOATS = 4096;  // one staged tile of K or V rows
 const uint MAX_TILE = 128;      // tokens per tile
-const uint MAX_WORDS = 16;      // words a thread reads per tile: TILE_FLOATS f32 over 256 threads
+// Words a thread reads per tile: TILE_FLOATS elements over 256 threads, two a word in f16. A
+// tile of rows of odd length k may start mid-word, but holds at most floor(4096 / k) k <= 4095
+// elements (k > 1; k = 1 tiles hold 128), so it still spans at most 2048 words. Fewer registers
+// in f16 let more workgroups share an SM.
+const uint MAX_WORDS = KV_F16 ? 8u : 16u;
 const uint SLOTS = WG / GROUP_BLOCK;  // threads per query head in the logit passes
 
 shared float q_s[GROUP_BLOCK * HEAD_DIM];  // in the order of the packed dims, scaled
