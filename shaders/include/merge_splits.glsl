@@ -1,8 +1,11 @@
 // Flash-decoding, pass 2, shared by attention_merge (one cache) and attention_merge_batch
 // (many): combines one query head's split partials into its output row and its log-sum-exp.
-// One workgroup per query head, parallel over the splits: a serial loop over them per thread was
-// latency-bound (tens of microseconds). The includer declares partials[] ([row][m, l, acc...])
-// and lse[], and names the output's uint words KVC_MERGE_OUT_WORDS.
+// Parallel over the splits (a serial loop over them per thread was latency-bound: tens of
+// microseconds) and over the dims: the dispatch's z dimension divides a head's dims into blocks
+// (merge_dim_blocks in ops/decode_split_vulkan.h), each workgroup finding the head's statistics
+// itself, so a step's merge is not left to one workgroup per query head. The includer
+// declares partials[] ([row][m, l, acc...]) and lse[], and names the output's uint words
+// KVC_MERGE_OUT_WORDS.
 layout(local_size_x_id = 0) in;  // a power of two
 layout(constant_id = 1) const uint HEAD_DIM = 128;
 layout(constant_id = 2) const bool OUT_F16 = false;
@@ -10,8 +13,7 @@ layout(constant_id = 2) const bool OUT_F16 = false;
 #include "elements.glsl"
 
 const uint WG = gl_WorkGroupSize.x;
-const uint CHUNKS = HEAD_DIM / 4;
-const uint SPLIT_LANES = WG / CHUNKS;  // threads summing the same 4 dims over different splits
+const uint CHUNKS = HEAD_DIM / 4;  // of 4 dims; gl_NumWorkGroups.z divides them
 const uint STRIDE = HEAD_DIM + 2;
 
 shared float reduce_s[WG];
@@ -47,10 +49,12 @@ void merge_splits(uint first_row, uint num_splits, uint head, uint lse_index) {
     l_local += partials[first + s * STRIDE + 1] * exp(partials[first + s * STRIDE] - m_all);
   const float l_all = workgroup_reduce(l_local, false);
 
-  const uint chunk = t % CHUNKS, split_lane = t / CHUNKS;
+  // This workgroup's chunks, each summed by split_lanes threads over different splits.
+  const uint block_chunks = CHUNKS / gl_NumWorkGroups.z, split_lanes = WG / block_chunks;
+  const uint chunk = gl_WorkGroupID.z * block_chunks + t % block_chunks, split_lane = t / block_chunks;
   vec4 acc = vec4(0);
-  if (split_lane < SPLIT_LANES) {
-    for (uint s = split_lane; s < num_splits; s += SPLIT_LANES) {
+  if (split_lane < split_lanes) {
+    for (uint s = split_lane; s < num_splits; s += split_lanes) {
       const uint base = first + s * STRIDE;
       const uint e = base + 2 + chunk * 4;
       acc += exp(partials[base] - m_all) * vec4(partials[e], partials[e + 1], partials[e + 2], partials[e + 3]);
@@ -60,7 +64,7 @@ void merge_splits(uint first_row, uint num_splits, uint head, uint lse_index) {
   barrier();
   if (split_lane == 0) {
     vec4 o = vec4(0);
-    for (uint lane = 0; lane < SPLIT_LANES; ++lane) o += acc_s[lane * CHUNKS + chunk];
+    for (uint lane = 0; lane < split_lanes; ++lane) o += acc_s[lane * block_chunks + t];
     o /= l_all;
     const uint e = head * HEAD_DIM + chunk * 4;
     if (OUT_F16) {
@@ -73,5 +77,5 @@ void merge_splits(uint first_row, uint num_splits, uint head, uint lse_index) {
       KVC_MERGE_OUT_WORDS[e + 3] = floatBitsToUint(o.w);
     }
   }
-  if (t == 0) lse[lse_index] = m_all + log(l_all);
+  if (t == 0 && gl_WorkGroupID.z == 0) lse[lse_index] = m_all + log(l_all);
 }

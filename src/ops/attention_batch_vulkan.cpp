@@ -153,7 +153,8 @@ void attention_batch_vulkan(Backend& backend, const std::vector<DecodeEntry>& en
     const MergeBatchPush merge{group.table_base, shape.num_q_heads};
     recorder.dispatch({"attention_merge_batch", 4, sizeof(MergeBatchPush), {kMergeWorkgroup, dim, f16, caches_per_dispatch},
                        {1, caches_per_dispatch}},
-                      merge_buffers, &merge, shape.num_q_heads, static_cast<uint32_t>(group.entries.size()));
+                      merge_buffers, &merge, shape.num_q_heads, static_cast<uint32_t>(group.entries.size()),
+                      merge_dim_blocks(dim));
   }
 }
 

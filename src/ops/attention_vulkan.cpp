@@ -182,7 +182,8 @@ void attention_vulkan(Backend& backend, const AttentionShape& shape, const Atten
                       &push, num_splits, shape.num_kv_heads, blocks.head_blocks);
     const MergePush merge{num_splits};
     recorder.dispatch({"attention_merge", 3, sizeof(MergePush), {kMergeWorkgroup, dim, f16}},
-                      {slice(view(partials)), slice(args.out), slice(lse_out)}, &merge, shape.num_q_heads);
+                      {slice(view(partials)), slice(args.out), slice(lse_out)}, &merge, shape.num_q_heads, 1,
+                      merge_dim_blocks(dim));
     if (args.scores) {
       const DecodeScoresPush scores_push{shape.num_slots, group};
       recorder.dispatch({"decode_scores", 3, sizeof(DecodeScoresPush), {kScoresWorkgroup}},

@@ -18,6 +18,13 @@ constexpr uint32_t kDecodeGroupBlock = 8;  // query heads sharing one read of K/
 constexpr uint32_t kDecodeTargetGroups = 512;
 constexpr uint32_t kMergeWorkgroup = 128;  // a power of two (the merge's tree reduction)
 
+// Workgroups per query head in a merge (shaders/include/merge_splits.glsl): up to 4, each
+// taking an equal share of the head's chunks of 4 dims (head_dim / 4 of them, even).
+inline uint32_t merge_dim_blocks(uint32_t head_dim) {
+  const uint32_t chunks = head_dim / 4;
+  return chunks % 4 == 0 ? 4 : chunks % 2 == 0 ? 2 : 1;
+}
+
 struct DecodeBlocks {
   uint32_t group_block;  // query heads per workgroup, the shader's GROUP_BLOCK
   uint32_t head_blocks;  // workgroups per kv head and split

@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "ops/fourier_attention.h"
+#include "ops/decode_split_vulkan.h"
 #include "ops/rotated_reads_vulkan.h"
 #include "vulkan/fft.h"
 
@@ -25,7 +26,6 @@ constexpr uint32_t kSharedBudget = 32 * 1024; // bytes: lavapipe's maxComputeSha
 // Workgroups per dispatch: every middle tile costs O(N (|D^kc| + |D^vc|)) to rebuild, so the
 // work spreads over as many workgroups as there are tiles, up to a few per SM of a large GPU.
 constexpr uint32_t kTargetGroups = 512;
-constexpr uint32_t kMergeWorkgroup = 128;     // attention_merge's (a power of two)
 // The factorized route's kernels. fourier_partials: kFactorWorkgroup threads (the shader's
 // MAX_WORDS assumes 256) stage tiles of at most kPartialsMaxTile tokens in kPartialsTileFloats
 // floats (its MAX_TILE, TILE_FLOATS); about 1024 workgroups, each taking a few tiles in turn
@@ -144,7 +144,7 @@ void record_factorized(Backend& backend, const FourierAttentionShape& shape, con
                       values_push, value_blocks, shape.num_kv_heads, head_blocks);
   }
   recorder.dispatch({"attention_merge", 3, sizeof(num_splits), {kMergeWorkgroup, dim, f16}},
-                    {slice(view(partials)), slice(args.out), slice(view(lse))}, &num_splits, heads);
+                    {slice(view(partials)), slice(args.out), slice(view(lse))}, &num_splits, heads, 1, merge_dim_blocks(dim));
 }
 
 }  // namespace
@@ -190,7 +190,7 @@ void fourier_attention_vulkan(Backend& backend, const FourierAttentionShape& sha
                     &push, num_splits, shape.num_kv_heads, head_blocks);
   const uint32_t merge_push = num_splits;
   recorder.dispatch({"attention_merge", 3, sizeof(merge_push), {kMergeWorkgroup, dim, f16}},
-                    {slice(view(partials)), slice(args.out), slice(view(lse))}, &merge_push, shape.num_q_heads);
+                    {slice(view(partials)), slice(args.out), slice(view(lse))}, &merge_push, shape.num_q_heads, 1, merge_dim_blocks(dim));
 }
 
 }  // namespace kvc::ops
