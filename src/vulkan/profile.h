@@ -2,7 +2,8 @@
 // writes a timestamp before each command of its own submissions and, when the submission
 // completes, adds each command's time to a process-wide table under the command's name (the
 // shader; "fft" for VkFFT's commands, "copy" and "fill" for transfers). The extra timestamps
-// and barriers cost a little: time rows without it, then profile them.
+// and barriers cost a little: time rows without it, then profile them. Pipelines also print the
+// driver's statistics of each kernel where it offers them (vulkan/pipeline_statistics.h).
 #pragma once
 
 #include <string>
