@@ -1,7 +1,8 @@
 #version 450
 // Flash-decoding, pass 2, for attention_decode's partials ([head][split][m, l, acc...]) and by
-// the split-K kernels that write the same (fourier_attention): one workgroup per query head,
-// which writes the output and its log-sum-exp (read by attention_scores).
+// the split-K kernels that write the same (fourier_attention): workgroup (query head, 1, dim
+// block) writes its share of the head's output, block 0 the log-sum-exp (read by
+// attention_scores).
 #extension GL_GOOGLE_include_directive : require
 
 layout(binding = 0) readonly buffer Partials { float partials[]; };  // [head][split][m, l, acc...]

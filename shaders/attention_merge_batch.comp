@@ -1,6 +1,7 @@
 #version 450
-// Flash-decoding, pass 2, for attention_decode_batch: workgroup (query head, cache) combines
-// the cache's splits of that head into its own output, an element of the binding array.
+// Flash-decoding, pass 2, for attention_decode_batch: workgroup (query head, cache, dim block)
+// combines the cache's splits of that head into its share of the cache's own output, an
+// element of the binding array.
 #extension GL_GOOGLE_include_directive : require
 
 layout(constant_id = 3) const uint CACHES = 1;  // as attention_decode_batch's

@@ -10,7 +10,7 @@
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 
-layout(local_size_x_id = 0) in;  // BINS x CHUNK = 128 threads
+layout(local_size_x_id = 0) in;  // BINS x CHUNK = 128 threads (the host's kProjectWorkgroup): one basis entry each
 layout(constant_id = 1) const bool ROWS_F16 = false;
 
 #include "elements.glsl"
@@ -50,7 +50,7 @@ void main() {
   [[unroll]] for (uint b = 0; b < BINS; ++b) sums[b] = vec2(0.0);
   for (uint chunk = 0; chunk < push.segment_length; chunk += CHUNK) {
     barrier();  // the previous chunk's basis is read
-    if (t < BINS * CHUNK) {
+    {
       const uint n = first_bin + t / CHUNK, i = chunk + t % CHUNK;
       basis_s[t] = n < push.num_states && i < push.segment_length
                        ? kvc_turn_cos_sin(kvc_mul_mod(n, push.first_index + i, push.window_length), push.window_length)

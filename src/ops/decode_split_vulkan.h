@@ -18,12 +18,11 @@ constexpr uint32_t kDecodeGroupBlock = 8;  // query heads sharing one read of K/
 constexpr uint32_t kDecodeTargetGroups = 512;
 constexpr uint32_t kMergeWorkgroup = 128;  // a power of two (the merge's tree reduction)
 
-// Workgroups per query head in a merge (shaders/include/merge_splits.glsl): up to 4, each
-// taking an equal share of the head's chunks of 4 dims (head_dim / 4 of them, even).
-inline uint32_t merge_dim_blocks(uint32_t head_dim) {
-  const uint32_t chunks = head_dim / 4;
-  return chunks % 4 == 0 ? 4 : chunks % 2 == 0 ? 2 : 1;
-}
+// Workgroups per query head in a merge (shaders/include/merge_splits.glsl), each taking an
+// equal share of the head's chunks of 4 dims (head_dim / 4 of them, even): 4 where they divide,
+// so 32 query heads take 128 workgroups, about one an SM of a large GPU (each recomputes the
+// head's statistics, so more would repeat more reads); else 2.
+inline uint32_t merge_dim_blocks(uint32_t head_dim) { return (head_dim / 4) % 4 == 0 ? 4 : 2; }
 
 struct DecodeBlocks {
   uint32_t group_block;  // query heads per workgroup, the shader's GROUP_BLOCK

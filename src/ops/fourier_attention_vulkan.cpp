@@ -29,8 +29,9 @@ constexpr uint32_t kTargetGroups = 512;
 // The factorized route's kernels. fourier_partials: kFactorWorkgroup threads (the shader's
 // MAX_WORDS assumes 256) stage tiles of at most kPartialsMaxTile tokens in kPartialsTileFloats
 // floats (its MAX_TILE, TILE_FLOATS); about 1024 workgroups, each taking a few tiles in turn
-// (an H200, fourier_decode_step at 32K, twice in one call: 80.6 us a call with 512, 73.6 with
-// 1024; 2048 and 4096 were slower). The others' blocks are their shaders' ROWS, POINTS and BINS.
+// (an H200, kvc-bench's fourier_decode_step at 32K, twice in one call: 80.6 us a call with 512,
+// 73.6 with 1024; 2048 and 4096 were slower; measured at 77 registers, before the f16 staging
+// took 61). The others' blocks are their shaders' ROWS, POINTS and BINS.
 constexpr uint32_t kFactorWorkgroup = 256;
 constexpr uint32_t kMaxFactorGroupBlock = 8;  // KVC_MAX_GROUP_BLOCK
 constexpr uint32_t kPartialsTileFloats = 4096;

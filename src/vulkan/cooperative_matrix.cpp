@@ -1,7 +1,6 @@
 #include "vulkan/cooperative_matrix.h"
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "vulkan/shader_registry.h"

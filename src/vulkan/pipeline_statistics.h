@@ -15,6 +15,9 @@ namespace kvc::vk {
 class PipelineStatisticsSetup {
  public:
   explicit PipelineStatisticsSetup(VkPhysicalDevice physical_device);
+  // add() hands the create info pointers to members.
+  PipelineStatisticsSetup(const PipelineStatisticsSetup&) = delete;
+  PipelineStatisticsSetup& operator=(const PipelineStatisticsSetup&) = delete;
   bool wanted() const { return wanted_; }
   void add(VkDeviceCreateInfo& info);
 
@@ -26,7 +29,7 @@ class PipelineStatisticsSetup {
 };
 
 // One line per executable of `pipeline` (created with VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR)
-// on stderr: "kvc profile: pipeline <name>: <statistic> <value>, ...".
+// on stderr: "kvc profile: pipeline <name>: <statistic> <value>; ...".
 void print_pipeline_statistics(VkDevice device, VkPipeline pipeline, const std::string& name);
 
 }  // namespace kvc::vk

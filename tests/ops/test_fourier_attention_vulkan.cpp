@@ -29,8 +29,8 @@ TEST_CASE("fourier_attention on Vulkan, both routes, matches materialize-then-at
       {6, 2, 24, 7, 0, 40, 37, 0, 13, 257, 17, 20, Dtype::F32, {}},
       {5, 5, 16, 2, 0, 4, 60, 0, 32, 64, 9, 3, Dtype::F16, {}},
       {12, 1, 16, 3, 0, 5, 77, 0, 6, 80, 5, 11, Dtype::F32, {}},
-      // More tiles than splits, of the full rows and of the middle (16 kv heads: 64 splits each of
-      // about 1024 workgroups): splits of two tiles.
+      // More tiles than splits, of the full rows and of the middle (16 kv heads: about 64 splits
+      // each, of the dispatch's 1024 workgroups): splits of two tiles.
       {16, 16, 128, 100, 0, 100, 4000, 0, 16, 4099, 8, 6, Dtype::F32, {}},
   };
   for (const ops::FourierAttentionShape& base : shapes) {

@@ -48,11 +48,13 @@ TEST_CASE("hippo_fourier project and fit on Vulkan match the CPU reference, both
   REQUIRE(gpu != nullptr);
   // A prefill segment over a prime window, a short odd one in f16, one token at a late index
   // of a long window (eq. 6 in decode; the exact angle reduction), and head_dim 128 with 70
-  // dims; odd dim counts leave the Transform route's last pair half empty.
+  // dims; odd dim counts leave the Transform route's last pair half empty; 200 of 256 dims take
+  // two of the Direct projection's 128-dim blocks.
   const FourierProblem bases[] = {{{3, 24, 13, 257, 17, Dtype::F32}, {101, 5, 91, 0}},
                                   {{2, 40, 7, 100, 40, Dtype::F16}, {37, 1, 35, 2}},
                                   {{5, 16, 33, 100003, 11, Dtype::F32}, {9, 4, 1, 99871}},
-                                  {{1, 128, 64, 4099, 70, Dtype::F16}, {700, 13, 640, 17}}};
+                                  {{1, 128, 64, 4099, 70, Dtype::F16}, {700, 13, 640, 17}},
+                                  {{2, 256, 20, 1031, 200, Dtype::F16}, {50, 3, 41, 700}}};
   std::vector<FourierProblem> problems;
   for (const FourierProblem& base : bases)
     for (const ops::HippoFourierRoute route : {ops::HippoFourierRoute::Direct, ops::HippoFourierRoute::Transform}) {
