@@ -11,8 +11,7 @@
 #include "cache/cache_config.h"
 #include "ops/attention.h"
 #include "ops/fourier_attention.h"
-#include "ops/gather_dims.h"
-#include "ops/hippo_fourier.h"
+#include "ops/fourier_fold.h"
 #include "policies/fourier.h"
 
 namespace kvc::bench {
@@ -138,17 +137,11 @@ void add_decode_rows(Backend& backend, const Timing& timing, const RowOptions& o
       for (uint32_t layer = 0; layer < setting.layers; ++layer) {
         const FourierLayerState& state = states[state_of_layer[layer]];
         // Eq. 6 for the window's oldest token (slot kSinks) as middle token M, then attention.
-        const ops::HippoFourierSegment fold{full_slots, kSinks, 1, setting.middle()};
-        for (auto [rows, compressed, coefficients, packed] :
-             {std::tuple{k.get(), state.key_compressed, state.key_coefficients.get(), state.key_packed.get()},
-              std::tuple{v.get(), state.value_compressed, state.value_coefficients.get(), state.value_packed.get()}}) {
-          ops::hippo_fourier_project(backend, {kKvHeads, kHeadDim, setting.states, setting.length, compressed, Dtype::F16}, fold,
-                                     {view(*rows), view(*dims), view(*coefficients)});
-          ops::gather_dims(backend,
-                           {kKvHeads, kHeadDim, full_slots, kSinks, 1, kHeadDim, compressed, kHeadDim - compressed, middle_capacity,
-                            setting.middle(), Dtype::F16, Dtype::F16},
-                           {view(*rows), view(*dims), view(*packed)});
-        }
+        ops::fourier_fold(backend,
+                          {kKvHeads, kHeadDim, setting.states, setting.length, state.key_compressed, state.value_compressed,
+                           full_slots, kSinks, 1, setting.middle(), middle_capacity, Dtype::F16},
+                          {view(*k), view(*v), view(*dims), view(*dims), view(*state.key_coefficients),
+                           view(*state.value_coefficients), view(*state.key_packed), view(*state.value_packed)});
         ops::FourierAttentionShape shape{kQHeads,          kKvHeads, kHeadDim, full_slots, full_slots,
                                          int32_t(setting.length), setting.middle() + 1, middle_capacity, setting.states,
                                          setting.length,   state.key_compressed,        state.value_compressed, Dtype::F16, {},

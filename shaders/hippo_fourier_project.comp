@@ -7,11 +7,19 @@
 // is reduced exactly as (n t) mod T in integers, so long windows lose no precision. Several
 // bins per workgroup keep a decode step's one-token update to a few hundred workgroups, each
 // reading the token's dims once.
+//
+// FOLD (ops/fourier_fold.h): a window token joining FourierAttention's middle, K and V in one
+// dispatch. The grid's z picks the part (0: rows, dims, coefficients; 1: their second_*), and
+// the threads span every dim of a head: the first num_dims (the compressed ones, dims' order)
+// are projected as above, and in bin block 0 the others pack their element of each segment
+// token into the part's packed middle at row first_index + i. Packed f16 rows of odd length
+// share words, so an element is written by clearing and setting its half atomically.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 
 layout(local_size_x_id = 0) in;  // BINS x CHUNK = 128 threads (the host's kProjectWorkgroup): one basis entry each
 layout(constant_id = 1) const bool ROWS_F16 = false;
+layout(constant_id = 2) const bool FOLD = false;
 
 #include "elements.glsl"
 #include "fourier_turn.glsl"
@@ -19,6 +27,11 @@ layout(constant_id = 1) const bool ROWS_F16 = false;
 layout(binding = 0) readonly buffer Rows { uint row_words[]; };        // [heads][slot_stride][head_dim]
 layout(binding = 1) readonly buffer Dims { uint dims[]; };             // [heads][head_dim]
 layout(binding = 2) buffer Coefficients { float coefficients[]; };     // [heads][2N][num_dims]
+layout(binding = 3) readonly buffer SecondRows { uint second_row_words[]; };  // FOLD: V's, as above
+layout(binding = 4) readonly buffer SecondDims { uint second_dims[]; };
+layout(binding = 5) buffer SecondCoefficients { float second_coefficients[]; };
+layout(binding = 6) buffer Packed { uint packed_words[]; };            // FOLD: [heads][packed_stride][head_dim - num_dims]
+layout(binding = 7) buffer SecondPacked { uint second_packed_words[]; };
 
 layout(push_constant) uniform Push {
   uint head_dim;
@@ -29,6 +42,8 @@ layout(push_constant) uniform Push {
   uint first_slot;
   uint segment_length;
   uint first_index;
+  uint second_num_dims;  // FOLD
+  uint packed_stride;    // FOLD: rows per head of the packed middles
 } push;
 
 const uint WG = gl_WorkGroupSize.x;
@@ -37,14 +52,44 @@ const uint CHUNK = 16;  // tokens per basis pass: BINS x CHUNK entries, one per 
 
 shared vec2 basis_s[BINS * CHUNK];  // (cos, sin) of bin b at the chunk's token i: [b][i]
 
+// Part `part`'s element of rows at `index`, its dims entry, its coefficient (read, write).
+float row_element(uint part, uint index) {
+  return part == 0u ? KVC_LOAD_ELEMENT(row_words, ROWS_F16, index) : KVC_LOAD_ELEMENT(second_row_words, ROWS_F16, index);
+}
+uint dim_entry(uint part, uint index) { return part == 0u ? dims[index] : second_dims[index]; }
+float coefficient(uint part, uint index) { return part == 0u ? coefficients[index] : second_coefficients[index]; }
+void set_coefficient(uint part, uint index, float value) {
+  if (part == 0u) coefficients[index] = value;
+  else second_coefficients[index] = value;
+}
+
+// Element e of part `part`'s packed middle.
+void set_packed(uint part, uint e, float value) {
+  if (ROWS_F16) {
+    const uint shift = 16u * (e & 1u), bits = (packHalf2x16(vec2(value, 0.0)) & 0xffffu) << shift;
+    if (part == 0u) {
+      atomicAnd(packed_words[e >> 1], ~(0xffffu << shift));
+      atomicOr(packed_words[e >> 1], bits);
+    } else {
+      atomicAnd(second_packed_words[e >> 1], ~(0xffffu << shift));
+      atomicOr(second_packed_words[e >> 1], bits);
+    }
+  } else if (part == 0u) {
+    packed_words[e] = floatBitsToUint(value);
+  } else {
+    second_packed_words[e] = floatBitsToUint(value);
+  }
+}
+
 void main() {
-  const uint t = gl_LocalInvocationID.x;
-  const uint dim_blocks = (push.num_dims + WG - 1) / WG;
+  const uint t = gl_LocalInvocationID.x, part = gl_WorkGroupID.z;
+  const uint num_dims = part == 0u ? push.num_dims : push.second_num_dims;
+  const uint dim_blocks = ((FOLD ? push.head_dim : num_dims) + WG - 1) / WG;
   const uint first_bin = (gl_WorkGroupID.x / dim_blocks) * BINS;
   const uint j = (gl_WorkGroupID.x % dim_blocks) * WG + t;
   const uint head = gl_WorkGroupID.y;
-  const bool live = j < push.num_dims;
-  const uint dim = live ? dims[head * push.head_dim + j] : 0u;
+  const bool live = j < num_dims;
+  const uint dim = j < push.head_dim ? dim_entry(part, head * push.head_dim + j) : 0u;
   const uint first_row = head * push.slot_stride + push.first_slot;
   vec2 sums[BINS];
   [[unroll]] for (uint b = 0; b < BINS; ++b) sums[b] = vec2(0.0);
@@ -60,23 +105,29 @@ void main() {
     if (live) {
       float x[CHUNK];
       [[unroll]] for (uint k = 0; k < CHUNK; ++k)
-        x[k] = chunk + k < push.segment_length ? KVC_LOAD_ELEMENT(row_words, ROWS_F16, (first_row + chunk + k) * push.head_dim + dim) : 0.0;
+        x[k] = chunk + k < push.segment_length ? row_element(part, (first_row + chunk + k) * push.head_dim + dim) : 0.0;
       [[unroll]] for (uint b = 0; b < BINS; ++b)
         [[unroll]] for (uint k = 0; k < CHUNK; ++k) sums[b] += basis_s[b * CHUNK + k] * x[k];
     }
   }
+  if (FOLD && first_bin == 0 && !live && j < push.head_dim) {
+    const uint kept = push.head_dim - num_dims, u = j - num_dims;
+    for (uint i = 0; i < push.segment_length; ++i)
+      set_packed(part, (head * push.packed_stride + push.first_index + i) * kept + u,
+                 row_element(part, (first_row + i) * push.head_dim + dim));
+  }
   if (!live) return;
   // Every coefficient is read before any is written: a store may alias a later load, so
   // interleaved read-modify-writes would wait for memory once per bin.
-  const uint base = (head * 2 * push.num_states + 2 * first_bin) * push.num_dims + j;
+  const uint base = (head * 2 * push.num_states + 2 * first_bin) * num_dims + j;
   const uint bins = min(BINS, push.num_states - first_bin);
   vec2 previous[BINS];
   [[unroll]] for (uint b = 0; b < BINS; ++b)
-    if (b < bins) previous[b] = vec2(coefficients[base + 2 * b * push.num_dims], coefficients[base + (2 * b + 1) * push.num_dims]);
+    if (b < bins) previous[b] = vec2(coefficient(part, base + 2 * b * num_dims), coefficient(part, base + (2 * b + 1) * num_dims));
   const float inv_window = 1.0 / float(push.window_length);
   [[unroll]] for (uint b = 0; b < BINS; ++b)
     if (b < bins) {
-      coefficients[base + 2 * b * push.num_dims] = previous[b].x + sums[b].x * inv_window;
-      coefficients[base + (2 * b + 1) * push.num_dims] = previous[b].y + sums[b].y * inv_window;
+      set_coefficient(part, base + 2 * b * num_dims, previous[b].x + sums[b].x * inv_window);
+      set_coefficient(part, base + (2 * b + 1) * num_dims, previous[b].y + sums[b].y * inv_window);
     }
 }

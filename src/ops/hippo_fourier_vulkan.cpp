@@ -4,6 +4,7 @@
 // hippo_fourier_spectrum.comp, an inverse VkFFT and hippo_fourier_fit.comp reading its output
 // for the fit, head by head through one plan of head_dim / 2 sequences of length T.
 #include "ops/hippo_fourier.h"
+#include "ops/hippo_project_vulkan.h"
 #include "ops/segment_spectrum.h"
 #include "ops/vulkan_args.h"
 #include "vulkan/fft.h"
@@ -23,6 +24,11 @@ constexpr uint32_t kMaxGroups = 65535;      // the least maxComputeWorkGroupCoun
 
 struct SegmentPush {
   uint32_t head_dim, num_states, window_length, num_dims, slot_stride, first_slot, length, first_index;
+};
+
+struct ProjectPush {
+  SegmentPush segment;
+  uint32_t second_num_dims, packed_stride;
 };
 
 struct FitPush {
@@ -90,12 +96,24 @@ void hippo_fourier_project_vulkan(Backend& backend, const HippoFourierShape& sha
     project_transform(backend, shape, segment, args);
     return;
   }
-  const SegmentPush push = segment_push(shape, segment);
-  const uint32_t dim_blocks = (shape.num_dims + kProjectWorkgroup - 1) / kProjectWorkgroup;
-  backend.recorder().dispatch({"hippo_fourier_project", 3, sizeof(SegmentPush), {kProjectWorkgroup, shape.dtype == Dtype::F16}},
-                              {slice(args.rows), slice(args.dims), slice(args.coefficients)}, &push,
-                              group_count(uint64_t((shape.num_states + kProjectBins - 1) / kProjectBins) * dim_blocks, 1),
-                              shape.num_heads);
+  const HippoProjectPart part{shape.num_dims, args.rows, args.dims, args.coefficients, args.coefficients};
+  record_hippo_project(backend, shape, segment, &part, 1, false, 0);
+}
+
+void record_hippo_project(Backend& backend, const HippoFourierShape& shape, const HippoFourierSegment& segment,
+                          const HippoProjectPart* parts, uint32_t parts_count, bool fold, uint32_t packed_stride) {
+  const HippoProjectPart& first = parts[0];
+  const HippoProjectPart& second = parts[parts_count - 1];
+  ProjectPush push{segment_push(shape, segment), second.num_dims, packed_stride};
+  push.segment.num_dims = first.num_dims;
+  // Fold: threads over every dim (the others pack); else over the projected ones.
+  const uint32_t dim_blocks = ((fold ? shape.head_dim : first.num_dims) + kProjectWorkgroup - 1) / kProjectWorkgroup;
+  backend.recorder().dispatch(
+      {"hippo_fourier_project", 8, sizeof(ProjectPush), {kProjectWorkgroup, shape.dtype == Dtype::F16, fold}},
+      {slice(first.rows), slice(first.dims), slice(first.coefficients), slice(second.rows), slice(second.dims),
+       slice(second.coefficients), slice(first.packed), slice(second.packed)},
+      &push, group_count(uint64_t((shape.num_states + kProjectBins - 1) / kProjectBins) * dim_blocks, 1), shape.num_heads,
+      parts_count);
 }
 
 void hippo_fourier_fit_vulkan(Backend& backend, const HippoFourierShape& shape, const HippoFourierSegment& segment,

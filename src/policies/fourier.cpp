@@ -9,6 +9,7 @@
 #include "cache/cache.h"
 #include "ops/compact.h"
 #include "ops/fourier_attention.h"
+#include "ops/fourier_fold.h"
 #include "ops/gather_dims.h"
 #include "ops/hippo_fourier.h"
 
@@ -270,20 +271,15 @@ ops::HippoFourierShape FourierPolicy::compression_shape(uint32_t middle_length) 
 }
 
 void FourierPolicy::fold(Cache& cache, uint32_t layer_index, uint32_t first_ring, uint32_t length, uint32_t middle_index) const {
-  Backend& backend = cache.backend();
   const LayerState& layer = cache.layer(layer_index);
   const LayerMiddle& middle = layers_[layer_index];
-  const uint32_t heads = config_.num_kv_heads, dim = config_.head_dim;
-  const ops::HippoFourierSegment segment{layer.slot_stride, sinks_ + first_ring, length, middle_index};
-  for (auto [rows, part] : {std::pair{layer.k.get(), &middle.key}, std::pair{layer.v.get(), &middle.value}}) {
-    const ops::HippoFourierShape shape{heads, dim, num_states_, window_length_, part->compressed, config_.dtype};
-    ops::hippo_fourier_project(backend, shape, segment, {view(*rows), view(part->dims()), view(*part->coefficients)});
-    const uint32_t kept = dim - part->compressed;
-    ops::gather_dims(backend,
-                     {heads, dim, layer.slot_stride, sinks_ + first_ring, length, dim, part->compressed, kept, middle_capacity(),
-                      middle_index, config_.dtype, config_.dtype},
-                     {view(*rows), view(part->dims()), view(*part->packed)});
-  }
+  const ops::FourierFoldShape shape{config_.num_kv_heads, config_.head_dim,     num_states_,          window_length_,
+                                    middle.key.compressed, middle.value.compressed, layer.slot_stride, sinks_ + first_ring,
+                                    length,                middle_index,           middle_capacity(),  config_.dtype};
+  ops::fourier_fold(cache.backend(), shape,
+                    {view(*layer.k), view(*layer.v), view(middle.key.dims()), view(middle.value.dims()),
+                     view(*middle.key.coefficients), view(*middle.value.coefficients), view(*middle.key.packed),
+                     view(*middle.value.packed)});
 }
 
 AppendPlacement FourierPolicy::place_append(Cache& cache, uint32_t layer_index, uint32_t n_tokens) {
