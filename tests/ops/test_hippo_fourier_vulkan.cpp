@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <string>
 
 #include "ops/hippo_fourier.h"
 #include "support/selection_support.h"
@@ -78,9 +79,10 @@ TEST_CASE("hippo_fourier project and fit on Vulkan match the CPU reference, both
         test::random_floats(size_t(shape.num_heads) * 2 * shape.num_states * shape.num_dims, -prior, prior);
     const FourierOutputs cpu = run(test::cpu_backend(), problem, row_bytes, dims, initial);
     const FourierOutputs vulkan = run(*gpu, problem, row_bytes, dims, initial);
-    INFO("seed ", test::seed(), " ", dtype_name(shape.dtype), " N ", shape.num_states, " T ", shape.window_length, " L ",
-         problem.segment.length, " first index ", problem.segment.first_index, " route ",
-         route == ops::HippoFourierRoute::Direct ? "direct" : "transform");
+    // std::string: doctest prints a const char* as its address.
+    INFO("seed ", test::seed(), " ", std::string(dtype_name(shape.dtype)), " N ", shape.num_states, " T ", shape.window_length,
+         " L ", problem.segment.length, " first index ", problem.segment.first_index, " route ",
+         std::string(route == ops::HippoFourierRoute::Direct ? "direct" : "transform"));
     // The kernels sum L (up to 640) f32 products with cos and sin accurate to 3e-8, and the
     // fit merges Welford moments of 2N-term reconstructions, where the reference works in
     // double: rounding of order sqrt(L) ulp, 2e-7 measured on lavapipe. 1e-5 of the largest
