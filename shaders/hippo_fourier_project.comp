@@ -88,6 +88,8 @@ void main() {
   const uint first_bin = (gl_WorkGroupID.x / dim_blocks) * BINS;
   const uint j = (gl_WorkGroupID.x % dim_blocks) * WG + t;
   const uint head = gl_WorkGroupID.y;
+  // A fold's dim block past every projected dim packs in bin block 0 only (head_dim > WG).
+  if (FOLD && first_bin != 0 && (gl_WorkGroupID.x % dim_blocks) * WG >= num_dims) return;
   const bool live = j < num_dims;
   const uint dim = j < push.head_dim ? dim_entry(part, head * push.head_dim + j) : 0u;
   const uint first_row = head * push.slot_stride + push.first_slot;

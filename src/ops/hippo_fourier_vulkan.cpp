@@ -30,6 +30,7 @@ struct ProjectPush {
   SegmentPush segment;
   uint32_t second_num_dims, packed_stride;
 };
+static_assert(sizeof(ProjectPush) == 40, "hippo_fourier_project.comp's push block");
 
 struct FitPush {
   SegmentPush segment;
@@ -102,6 +103,9 @@ void hippo_fourier_project_vulkan(Backend& backend, const HippoFourierShape& sha
 
 void record_hippo_project(Backend& backend, const HippoFourierShape& shape, const HippoFourierSegment& segment,
                           const HippoProjectPart* parts, uint32_t parts_count, bool fold, uint32_t packed_stride) {
+  // Two parts only fold: the grid spans every dim then, so it covers both parts' projections.
+  require((parts_count == 1 || (parts_count == 2 && fold)) && (!fold || packed_stride > 0), KVC_ERROR_INTERNAL,
+          "hippo_fourier_project: two parts need the fold and the fold a packed middle");
   const HippoProjectPart& first = parts[0];
   const HippoProjectPart& second = parts[parts_count - 1];
   ProjectPush push{segment_push(shape, segment), second.num_dims, packed_stride};

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <string>
 
 #include "ops/fourier_fold.h"
 #include "support/selection_support.h"
@@ -46,6 +47,7 @@ TEST_CASE("fourier_fold on Vulkan matches projecting and packing K and V on the 
       {3, 24, 13, 257, 17, 20, 31, 2, 5, 100, 120, Dtype::F32},
       {4, 16, 9, 64, 3, 8, 9, 0, 5, 0, 5, Dtype::F16},  // 13 dims a row, heads' regions abutting mid-word
       {2, 256, 20, 1031, 200, 231, 50, 3, 2, 700, 703, Dtype::F16},
+      {2, 256, 9, 300, 100, 40, 64, 3, 40, 10, 60, Dtype::F16},  // 40 tokens (past a basis chunk); K's second dim block only packs
   };
   for (const ops::FourierFoldShape& shape : shapes) {
     const size_t rows = size_t(shape.num_heads) * shape.slot_stride * shape.head_dim;
@@ -62,10 +64,12 @@ TEST_CASE("fourier_fold on Vulkan matches projecting and packing K and V on the 
         std::iota(row, row + shape.head_dim, 0u);
         std::shuffle(row, row + shape.head_dim, test::rng());
       }
-    // Prior coefficients of the size the middle's own have (sums of about T / 2 terms over T);
-    // packed middles of random bytes, which every row but the folded ones must keep.
+    // Prior coefficients of the size the segment's own share has (sums of L terms over T), so
+    // that an error in it, at a late basis index too, is not lost in the prior's rounding; packed
+    // middles of random values, which every row but the folded ones must keep.
+    const float prior = float(shape.length) / shape.window_length;
     auto coefficients = [&](uint32_t compressed) {
-      return test::random_floats(size_t(shape.num_heads) * 2 * shape.num_states * compressed, -0.5f, 0.5f);
+      return test::random_floats(size_t(shape.num_heads) * 2 * shape.num_states * compressed, -prior, prior);
     };
     auto packed = [&](uint32_t compressed) { return encoded(size_t(shape.num_heads) * shape.middle_stride * (shape.head_dim - compressed)); };
     const std::vector<float> k_initial = coefficients(shape.key_compressed), v_initial = coefficients(shape.value_compressed);
@@ -74,7 +78,7 @@ TEST_CASE("fourier_fold on Vulkan matches projecting and packing K and V on the 
     const FoldOutputs cpu = run(test::cpu_backend(), shape, k, v, k_dims, v_dims, k_initial, v_initial, k_packed, v_packed);
     const FoldOutputs vulkan = run(*gpu, shape, k, v, k_dims, v_dims, k_initial, v_initial, k_packed, v_packed);
     INFO("seed ", test::seed(), " heads ", shape.num_heads, " head_dim ", shape.head_dim, " N ", shape.num_states, " T ",
-         shape.window_length, " length ", shape.length, " first index ", shape.first_index, " ", dtype_name(shape.dtype));
+         shape.window_length, " length ", shape.length, " first index ", shape.first_index, " ", std::string(dtype_name(shape.dtype)));
     // As hippo_fourier_project's test: f32 sums of cos and sin products against double, a
     // rounding of a few ulp of the largest value; a wrong bin, index or dim errs by O(1).
     CHECK(test::relative_max_error(vulkan.k_coefficients, cpu.k_coefficients) < 1e-5);
