@@ -1,5 +1,6 @@
 // Vulkan eviction step: one dispatch per layer, one workgroup per kv head (shaders/eviction_step.comp),
-// which also forms the scores from decode logits (no decode_scores dispatch before it).
+// which also forms the scores from decode logits (no decode_scores dispatch before it); a
+// STREAMING decode step's single eviction takes shaders/evict_oldest.comp, a thread a slot.
 #include <algorithm>
 
 #include "ops/eviction_step.h"
@@ -13,6 +14,7 @@ namespace {
 // synchronisation): about kSlotsPerThread slots each keeps every pass a few loads deep on a
 // large cache and a small cache cheap; a power of two the device allows.
 constexpr uint32_t kMinWorkgroup = 64, kMaxWorkgroup = 1024, kSlotsPerThread = 4;
+constexpr uint32_t kOldestWorkgroup = 256;  // evict_oldest: a thread a slot
 
 uint32_t workgroup_size(const vk::Device& device, uint32_t slots) {
   const VkPhysicalDeviceLimits& limits = device.properties().limits;
@@ -30,6 +32,13 @@ struct EvictionPush {
 }  // namespace
 
 void eviction_step_vulkan(Backend& backend, const EvictionShape& shape, const EvictionArgs& args) {
+  if (shape.rule == EvictionRule::Oldest && shape.evictions == 1) {  // a STREAMING decode step: no pass waits on another
+    const uint32_t push[3] = {shape.slots_held, shape.slot_stride, shape.sinks};
+    backend.recorder().dispatch({"evict_oldest", 3, sizeof(push), {kOldestWorkgroup, shape.head_dim, shape.dtype == Dtype::F16}},
+                                {slice(args.k), slice(args.v), slice(args.positions)}, push,
+                                group_count(shape.slots_held, kOldestWorkgroup), shape.num_kv_heads);
+    return;
+  }
   const bool from_logits = args.logits.tensor != nullptr;
   const EvictionPush push{shape.slots_held,    shape.slot_stride, shape.new_slots,  shape.num_queries,
                           shape.sinks,         shape.recent_window, shape.evictions, shape.tree_span,

@@ -1,0 +1,44 @@
+#version 450
+// One eviction under STREAMING's rule (ops/eviction_step.h: Oldest, a decode step's single
+// eviction), as eviction_step.comp makes it: rank `sinks` leaves, every rank above it drops by
+// one, and the last slot's token (rank and K, V rows) moves into the freed slot. No part waits
+// for another here, so a thread takes one slot and the slots spread over many workgroups, where
+// eviction_step's one workgroup per kv head walks them in passes between barriers. The victim's
+// thread alone touches the last slot's entries: it lowers that rank (the vacated entry too, as
+// the reference does) and moves it with the rows.
+#extension GL_GOOGLE_include_directive : require
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint HEAD_DIM = 128;
+layout(constant_id = 2) const bool KV_F16 = false;
+
+layout(binding = 0) buffer Keys { uint k_words[]; };         // [num_kv_heads][slot_stride][HEAD_DIM]
+layout(binding = 1) buffer Values { uint v_words[]; };
+layout(binding = 2) buffer Positions { int positions[]; };   // ranks, [num_kv_heads][slot_stride]
+
+layout(push_constant) uniform Push {
+  uint slots_held;  // before the eviction
+  uint slot_stride;
+  uint sinks;       // the victim's rank
+} push;
+
+const uint ROW_WORDS = KV_F16 ? HEAD_DIM / 2 : HEAD_DIM;
+
+void main() {
+  const uint slot = gl_GlobalInvocationID.x, last = push.slots_held - 1;
+  if (slot >= last) return;  // the last slot's entries are the victim's thread's
+  const uint base = gl_WorkGroupID.y * push.slot_stride;
+  const uint rank = uint(positions[base + slot]);
+  if (rank > push.sinks) {
+    positions[base + slot] = int(rank) - 1;
+  } else if (rank == push.sinks) {
+    const int moved = positions[base + last], lowered = uint(moved) > push.sinks ? moved - 1 : moved;
+    positions[base + last] = lowered;
+    positions[base + slot] = lowered;
+    const uint to_row = (base + slot) * ROW_WORDS, from_row = (base + last) * ROW_WORDS;
+    for (uint w = 0; w < ROW_WORDS; ++w) {
+      k_words[to_row + w] = k_words[from_row + w];
+      v_words[to_row + w] = v_words[from_row + w];
+    }
+  }
+}
