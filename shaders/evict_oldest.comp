@@ -4,8 +4,9 @@
 // one, and the last slot's token (rank and K, V rows) moves into the freed slot. No part waits
 // for another here, so a thread takes one slot and the slots spread over many workgroups, where
 // eviction_step's one workgroup per kv head walks them in passes between barriers. The victim's
-// thread alone touches the last slot's entries: it lowers that rank (the vacated entry too, as
-// the reference does) and moves it with the rows.
+// thread alone touches the last slot's rank: it lowers it (the vacated entry too, as the
+// reference does) and moves it; its workgroup then moves the rows, a word a thread (one
+// thread's loop of loads and stores to one buffer waited for memory at every word: 40 us).
 #extension GL_GOOGLE_include_directive : require
 
 layout(local_size_x_id = 0) in;
@@ -23,22 +24,32 @@ layout(push_constant) uniform Push {
 } push;
 
 const uint ROW_WORDS = KV_F16 ? HEAD_DIM / 2 : HEAD_DIM;
+const uint NONE = 0xFFFFFFFFu;
+
+shared uint freed_s;  // the victim's slot, if this workgroup holds it
 
 void main() {
-  const uint slot = gl_GlobalInvocationID.x, last = push.slots_held - 1;
-  if (slot >= last) return;  // the last slot's entries are the victim's thread's
+  const uint slot = gl_GlobalInvocationID.x, t = gl_LocalInvocationID.x, last = push.slots_held - 1;
   const uint base = gl_WorkGroupID.y * push.slot_stride;
-  const uint rank = uint(positions[base + slot]);
-  if (rank > push.sinks) {
-    positions[base + slot] = int(rank) - 1;
-  } else if (rank == push.sinks) {
-    const int moved = positions[base + last], lowered = uint(moved) > push.sinks ? moved - 1 : moved;
-    positions[base + last] = lowered;
-    positions[base + slot] = lowered;
-    const uint to_row = (base + slot) * ROW_WORDS, from_row = (base + last) * ROW_WORDS;
-    for (uint w = 0; w < ROW_WORDS; ++w) {
-      k_words[to_row + w] = k_words[from_row + w];
-      v_words[to_row + w] = v_words[from_row + w];
+  if (t == 0) freed_s = NONE;
+  barrier();
+  if (slot < last) {  // the last slot's entries are the victim's thread's
+    const uint rank = uint(positions[base + slot]);
+    if (rank > push.sinks) {
+      positions[base + slot] = int(rank) - 1;
+    } else if (rank == push.sinks) {
+      const int moved = positions[base + last], lowered = uint(moved) > push.sinks ? moved - 1 : moved;
+      positions[base + last] = lowered;
+      positions[base + slot] = lowered;
+      freed_s = slot;
     }
+  }
+  barrier();
+  const uint freed = freed_s;
+  if (freed == NONE) return;
+  const uint to_row = (base + freed) * ROW_WORDS, from_row = (base + last) * ROW_WORDS;
+  for (uint w = t; w < ROW_WORDS; w += gl_WorkGroupSize.x) {
+    k_words[to_row + w] = k_words[from_row + w];
+    v_words[to_row + w] = v_words[from_row + w];
   }
 }
