@@ -7,8 +7,8 @@
 // microseconds per layer on the H100, docs/benchmarks.md): what it saves is barriers. The
 // victim's physical slot is found with the victim (the lowest-score reduction carries it, the
 // score pass records the tree scope's), so lowering the ranks and moving the last slot's token
-// share one pass; only STREAMING (and a later eviction of a chunk's TreeLeft) still looks the
-// slot up first.
+// share one pass; only STREAMING's chunks of several tokens (a single eviction takes
+// evict_oldest.comp) and a later eviction of a chunk's TreeLeft still look the slot up first.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require

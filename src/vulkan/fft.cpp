@@ -99,7 +99,7 @@ FftPlan::FftPlan(Device& device, const FftShape& shape) : impl_(std::make_unique
   config.fence = &impl.fence;
   config.bufferSize = &impl.buffer_bytes;
   // Lengths other than powers of two take their twiddles from tables VkFFT computes in double:
-  // its f32 default on every vendor but Intel (lavapipe included) takes them from the device's
+  // its f32 default on every vendor but Intel (lavapipe too) takes them from the device's
   // sin and cos (Vulkan bounds their error only to 2^-11), which put an H200's fit through a
   // prime length (a Bluestein plan) 6x further from the reference than the tables (3.8e-6
   // against 6.3e-7). Powers of two keep the default: the tables measured 3% slower on FAEDKV's

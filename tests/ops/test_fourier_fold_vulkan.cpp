@@ -47,7 +47,7 @@ TEST_CASE("fourier_fold on Vulkan matches projecting and packing K and V on the 
       {3, 24, 13, 257, 17, 20, 31, 2, 5, 100, 120, Dtype::F32},
       {4, 16, 9, 64, 3, 8, 9, 0, 5, 0, 5, Dtype::F16},  // 13 dims a row, heads' regions abutting mid-word
       {2, 256, 20, 1031, 200, 231, 50, 3, 2, 700, 703, Dtype::F16},
-      {2, 256, 9, 300, 100, 40, 64, 3, 40, 10, 60, Dtype::F16},  // 40 tokens (past a basis chunk); K's second dim block only packs
+      {2, 256, 9, 300, 100, 40, 64, 3, 40, 10, 60, Dtype::F16},  // 40 tokens (past a basis chunk); both parts' second dim blocks only pack
   };
   for (const ops::FourierFoldShape& shape : shapes) {
     const size_t rows = size_t(shape.num_heads) * shape.slot_stride * shape.head_dim;

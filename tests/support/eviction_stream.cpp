@@ -16,10 +16,10 @@ constexpr uint32_t kMaxChunk = 8;  // tokens one record_tokens may append to a f
 // Token index t as two f16-exact integers (t % 1024, t / 1024); V holds their negatives.
 constexpr uint32_t kIndexBase = 1024;
 
-// Element d >= 3 of token `token`'s key row in kv head `head` (its value is the negation): a
+// Element d >= 2 of token `token`'s key row in kv head `head` (its value is the negation): a
 // pattern that differs between tokens, so a row moved in part is seen unless the victim and the
 // token moved into its slot are a multiple of 13 apart (STREAMING's 96 at capacity 101 is not;
-// 16 was, and hid a half-copied row). Exact in f16.
+// a period of 16, which divides 96, hid a half-copied row). Exact in f16.
 float key_tail(uint32_t head, uint32_t token, uint32_t d) { return float(head) + float((token + d) % 13) / 16.0f; }
 
 }  // namespace
@@ -61,7 +61,7 @@ void EvictionStream::record_step(uint32_t count, View scores, View logits, View 
     for (uint32_t head = 0; head < shape.num_kv_heads; ++head) {
       std::vector<float> key(shape.head_dim, float(head)), value(shape.head_dim, -float(head));
       key[0] = float(tokens % kIndexBase), key[1] = float(tokens / kIndexBase);
-      for (uint32_t d = 3; d < shape.head_dim; ++d) key[d] = key_tail(head, uint32_t(tokens), d);
+      for (uint32_t d = 2; d < shape.head_dim; ++d) key[d] = key_tail(head, uint32_t(tokens), d);
       for (uint32_t d = 0; d < shape.head_dim; ++d) value[d] = -key[d];
       const size_t row = size_t(head) * shape.slot_stride + slot;
       backend.upload(encode(key, shape.dtype).data(), row_bytes, *k, row * row_bytes);
@@ -95,9 +95,8 @@ std::vector<std::vector<uint32_t>> EvictionStream::kept_tokens() {
       REQUIRE(uint32_t(rank) < shape.slots_held);
       CHECK(values[first] == -keys[first]);
       CHECK(values[first + 1] == -keys[first + 1]);
-      CHECK(keys[first + 2] == float(head));
       const uint32_t token = uint32_t(keys[first]) + kIndexBase * uint32_t(keys[first + 1]);
-      for (uint32_t d = 3; d < shape.head_dim; ++d) {
+      for (uint32_t d = 2; d < shape.head_dim; ++d) {
         if (keys[first + d] != key_tail(head, token, d) || values[first + d] != -keys[first + d])
           FAIL_CHECK("kv head " << head << " slot " << slot << ": element " << d << " of token " << token << "'s row");
       }
