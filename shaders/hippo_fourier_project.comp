@@ -11,8 +11,8 @@
 // FOLD (ops/fourier_fold.h): a window token joining FourierAttention's middle, K and V in one
 // dispatch. The grid's z picks the part (0: rows, dims, coefficients; 1: their second_*), and
 // the threads span every dim of a head: the first num_dims (the compressed ones, dims' order)
-// are projected as above, and in bin block 0 the others pack their element of each segment
-// token into the part's packed middle at row first_index + i. Packed f16 rows of odd length
+// are projected as above, and the others pack their element of the segment's tokens (bin
+// blocks taking them in turn) into the part's packed middle at row first_index + i. Packed f16 rows of odd length
 // share words, so an element is written by clearing and setting its half atomically.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
@@ -88,8 +88,6 @@ void main() {
   const uint first_bin = (gl_WorkGroupID.x / dim_blocks) * BINS;
   const uint j = (gl_WorkGroupID.x % dim_blocks) * WG + t;
   const uint head = gl_WorkGroupID.y;
-  // A fold's dim block past every projected dim packs in bin block 0 only (head_dim > WG).
-  if (FOLD && first_bin != 0 && (gl_WorkGroupID.x % dim_blocks) * WG >= num_dims) return;
   const bool live = j < num_dims;
   const uint dim = j < push.head_dim ? dim_entry(part, head * push.head_dim + j) : 0u;
   const uint first_row = head * push.slot_stride + push.first_slot;
@@ -112,9 +110,11 @@ void main() {
         [[unroll]] for (uint k = 0; k < CHUNK; ++k) sums[b] += basis_s[b * CHUNK + k] * x[k];
     }
   }
-  if (FOLD && first_bin == 0 && !live && j < push.head_dim) {
-    const uint kept = push.head_dim - num_dims, u = j - num_dims;
-    for (uint i = 0; i < push.segment_length; ++i)
+  if (FOLD && !live && j < push.head_dim) {
+    // Bin block b packs tokens b, b + bin blocks, ...: a long segment's packing spreads over
+    // the grid (a decode step's one token is bin block 0's).
+    const uint kept = push.head_dim - num_dims, u = j - num_dims, bin_blocks = gl_NumWorkGroups.x / dim_blocks;
+    for (uint i = first_bin / BINS; i < push.segment_length; i += bin_blocks)
       set_packed(part, (head * push.packed_stride + push.first_index + i) * kept + u,
                  row_element(part, (first_row + i) * push.head_dim + dim));
   }
