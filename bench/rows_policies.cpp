@@ -9,6 +9,7 @@
 #include "bench_rows.h"
 #include "ops/append_rows.h"
 #include "ops/attention.h"
+#include "ops/decode_evict.h"
 #include "ops/eviction_step.h"
 #include "ops/frequency_compress.h"
 #include "policies/freqkv.h"
@@ -202,13 +203,18 @@ void add_eviction_rows(Backend& backend, const Timing& timing, const RowOptions&
           ops::append_rows(backend, append, {view(*k_new), view(*v_new), view(*k), view(*v), view(*positions), view(*turn_table)});
           const View step_logits = from_logits ? view(*logits) : View{}, step_lse = from_logits ? view(*lse) : View{};
           const View step_scores = with_scores && !from_logits ? view(*scores) : View{};
-          ops::attention(backend, attention,
-                         {view(*q), view(*k), view(*v), view(*positions), view(*turn_table), view(*out), step_scores,
-                          step_logits, step_lse});
-          if (!variant.evicts) continue;
-          ops::eviction_step(backend, eviction,
-                             {view(*k), view(*v), view(*positions), step_scores, step_logits, step_lse, view(*sums),
-                              view(*counts)});
+          const ops::AttentionArgs attend{view(*q), view(*k), view(*v), view(*positions), view(*turn_table), view(*out),
+                                          step_scores, step_logits, step_lse};
+          const ops::EvictionArgs evict{view(*k), view(*v), view(*positions), step_scores, step_logits, step_lse,
+                                        view(*sums), view(*counts)};
+          // As EvictionPolicy::record_attention: one op where the scores are the decode's logits.
+          if (variant.evicts && !step_scores) {
+            ops::decode_evict(backend, attention, eviction, {attend, evict});
+          } else {
+            ops::attention(backend, attention, attend);
+            if (!variant.evicts) continue;
+            ops::eviction_step(backend, eviction, evict);
+          }
           // As EvictionPolicy::after_attend advances TreeKV's idx (Algorithm 1, line 16).
           if (eviction.tree_span > 0) eviction.tree_first = (eviction.tree_first + 1) % eviction.tree_span;
         }

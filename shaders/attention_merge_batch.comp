@@ -4,6 +4,11 @@
 // element of the binding array.
 #extension GL_GOOGLE_include_directive : require
 
+layout(local_size_x_id = 0) in;  // a power of two
+layout(constant_id = 1) const uint HEAD_DIM = 128;
+layout(constant_id = 2) const bool OUT_F16 = false;
+const uint WG = gl_WorkGroupSize.x;
+
 layout(constant_id = 3) const uint CACHES = 1;  // as attention_decode_batch's
 
 layout(binding = 0) readonly buffer Partials { float partials[]; };  // as attention_decode_batch wrote them
@@ -27,5 +32,6 @@ void main() {
   cache = gl_WorkGroupID.y;
   const uint record = push.table_base + CACHE_FIELDS * cache;
   const uint num_splits = table[record + 2], first_partial = table[record + 3];
-  merge_splits(first_partial + head * num_splits, num_splits, head, cache * push.num_q_heads + head);
+  merge_splits(first_partial + head * num_splits, num_splits, head, cache * push.num_q_heads + head, gl_WorkGroupID.z,
+               gl_NumWorkGroups.z);
 }

@@ -7,30 +7,46 @@
 // thread alone touches the last slot's rank: it lowers it (the vacated entry too, as the
 // reference does) and moves it; its workgroup then moves the rows, a word a thread (one
 // thread's loop of loads and stores to one buffer waited for memory at every word: 40 us).
+// With MERGE the dispatch is also decode attention's merge (ops/decode_evict.h): its first
+// workgroups merge the splits, one (query head, dim block) each, the rest evict; neither reads
+// what the other writes, so the eviction costs no dispatch and no barrier of its own.
 #extension GL_GOOGLE_include_directive : require
 
-layout(local_size_x_id = 0) in;
+layout(local_size_x_id = 0) in;  // a power of two
 layout(constant_id = 1) const uint HEAD_DIM = 128;
 layout(constant_id = 2) const bool KV_F16 = false;
+layout(constant_id = 3) const bool MERGE = false;
 
 layout(binding = 0) buffer Keys { uint k_words[]; };         // [num_kv_heads][slot_stride][HEAD_DIM]
 layout(binding = 1) buffer Values { uint v_words[]; };
 layout(binding = 2) buffer Positions { int positions[]; };   // ranks, [num_kv_heads][slot_stride]
+layout(binding = 3) readonly buffer Partials { float partials[]; };  // MERGE: attention_decode's
+layout(binding = 4) writeonly buffer Out { uint out_words[]; };      // MERGE: [num_q_heads][HEAD_DIM]
+layout(binding = 5) writeonly buffer Lse { float lse[]; };           // MERGE: [num_q_heads]
 
 layout(push_constant) uniform Push {
   uint slots_held;  // before the eviction
   uint slot_stride;
   uint sinks;       // the victim's rank
+  uint num_splits;  // MERGE: partial rows per query head
+  uint merge_groups;  // MERGE: the merge's workgroups, num_q_heads x merge_blocks, first in the grid
+  uint merge_blocks;  // MERGE: dim blocks per query head
 } push;
+
+const uint WG = gl_WorkGroupSize.x;
+const bool OUT_F16 = KV_F16;
+#define KVC_MERGE_OUT_WORDS out_words
+#include "merge_splits.glsl"
 
 const uint ROW_WORDS = KV_F16 ? HEAD_DIM / 2 : HEAD_DIM;
 const uint NONE = 0xFFFFFFFFu;
 
 shared uint freed_s;  // the victim's slot, if this workgroup holds it
 
-void main() {
-  const uint slot = gl_GlobalInvocationID.x, t = gl_LocalInvocationID.x, last = push.slots_held - 1;
-  const uint base = gl_WorkGroupID.y * push.slot_stride;
+// Slot block `block` (WG slots) of kv head `kv_head`.
+void evict(uint block, uint kv_head) {
+  const uint t = gl_LocalInvocationID.x, slot = block * WG + t, last = push.slots_held - 1;
+  const uint base = kv_head * push.slot_stride;
   if (t == 0) freed_s = NONE;
   barrier();
   if (slot < last) {  // the last slot's entries are the victim's thread's
@@ -48,8 +64,23 @@ void main() {
   const uint freed = freed_s;
   if (freed == NONE) return;
   const uint to_row = (base + freed) * ROW_WORDS, from_row = (base + last) * ROW_WORDS;
-  for (uint w = t; w < ROW_WORDS; w += gl_WorkGroupSize.x) {
+  for (uint w = t; w < ROW_WORDS; w += WG) {
     k_words[to_row + w] = k_words[from_row + w];
     v_words[to_row + w] = v_words[from_row + w];
   }
+}
+
+void main() {
+  if (!MERGE) {
+    evict(gl_WorkGroupID.x, gl_WorkGroupID.y);
+    return;
+  }
+  const uint group = gl_WorkGroupID.x;
+  if (group < push.merge_groups) {
+    const uint head = group / push.merge_blocks;
+    merge_splits(head * push.num_splits, push.num_splits, head, head, group % push.merge_blocks, push.merge_blocks);
+    return;
+  }
+  const uint slot_blocks = (push.slots_held + WG - 1) / WG, eviction_group = group - push.merge_groups;
+  evict(eviction_group % slot_blocks, eviction_group / slot_blocks);
 }

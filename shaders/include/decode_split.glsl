@@ -233,14 +233,15 @@ void decode_split(DecodeRange range) {
         [[unroll]] for (uint g = 0; g < GROUP_BLOCK; ++g)
           [[unroll]] for (uint mask = LANES / 2; mask > 0; mask /= 2) dots[g] += subgroupShuffleXor(dots[g], mask);
       } else {
-        // One thread per (head, key) sums the lanes; a key's lanes then read the score.
+        // Each (head, key) is summed by one thread (GROUP_BLOCK x KEY_LANES may pass WG: 168 at
+        // head_dim 24 in f16, a group of 4); a key's lanes then read the score.
         [[unroll]] for (uint g = 0; g < GROUP_BLOCK; ++g) partial_s[g * WG + t] = dots[g];
         barrier();
-        if (t < GROUP_BLOCK * KEY_LANES) {
-          const uint g = t / KEY_LANES, key = t % KEY_LANES;
+        for (uint entry = t; entry < GROUP_BLOCK * KEY_LANES; entry += WG) {
+          const uint g = entry / KEY_LANES, key = entry % KEY_LANES;
           float total = 0.0;
           for (uint i = 0; i < LANES; ++i) total += partial_s[g * WG + key * LANES + i];
-          score_s[t] = total;
+          score_s[entry] = total;
         }
         barrier();
         [[unroll]] for (uint g = 0; g < GROUP_BLOCK; ++g) dots[g] = has_lane ? score_s[g * KEY_LANES + key_lane] : 0.0;

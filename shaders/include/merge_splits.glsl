@@ -4,16 +4,12 @@
 // microseconds) and over the dims: the dispatch's z dimension divides a head's dims into blocks
 // (merge_dim_blocks in ops/decode_split_vulkan.h), each workgroup finding the head's statistics
 // itself, so a step's merge is not left to one workgroup per query head. The includer
-// declares partials[] ([row][m, l, acc...]) and lse[], and names the output's uint words
-// KVC_MERGE_OUT_WORDS.
-layout(local_size_x_id = 0) in;  // a power of two
-layout(constant_id = 1) const uint HEAD_DIM = 128;
-layout(constant_id = 2) const bool OUT_F16 = false;
-
+// declares partials[] ([row][m, l, acc...]) and lse[], the constants HEAD_DIM, OUT_F16 and WG
+// (its workgroup size, a power of two), and names the output's uint words KVC_MERGE_OUT_WORDS;
+// evict_oldest includes it to merge in the eviction's dispatch (ops/decode_evict.h).
 #include "elements.glsl"
 
-const uint WG = gl_WorkGroupSize.x;
-const uint CHUNKS = HEAD_DIM / 4;  // of 4 dims; gl_NumWorkGroups.z divides them
+const uint CHUNKS = HEAD_DIM / 4;  // of 4 dims; the dim blocks divide them
 const uint STRIDE = HEAD_DIM + 2;
 
 shared float reduce_s[WG];
@@ -36,8 +32,9 @@ float workgroup_reduce(float value, bool take_max) {
   return result;
 }
 
-// Head `head` of the output from partial rows first_row .. first_row + num_splits - 1.
-void merge_splits(uint first_row, uint num_splits, uint head, uint lse_index) {
+// Dim block `block` of `blocks` of head `head` of the output from partial rows first_row ..
+// first_row + num_splits - 1; block 0 also writes the head's log-sum-exp.
+void merge_splits(uint first_row, uint num_splits, uint head, uint lse_index, uint block, uint blocks) {
   const uint t = gl_LocalInvocationID.x;
   const uint first = first_row * STRIDE;
 
@@ -50,8 +47,8 @@ void merge_splits(uint first_row, uint num_splits, uint head, uint lse_index) {
   const float l_all = workgroup_reduce(l_local, false);
 
   // This workgroup's chunks, each summed by split_lanes threads over different splits.
-  const uint block_chunks = CHUNKS / gl_NumWorkGroups.z, split_lanes = WG / block_chunks;
-  const uint chunk = gl_WorkGroupID.z * block_chunks + t % block_chunks, split_lane = t / block_chunks;
+  const uint block_chunks = CHUNKS / blocks, split_lanes = WG / block_chunks;
+  const uint chunk = block * block_chunks + t % block_chunks, split_lane = t / block_chunks;
   vec4 acc = vec4(0);
   if (split_lane < split_lanes) {
     for (uint s = split_lane; s < num_splits; s += split_lanes) {
@@ -77,5 +74,5 @@ void merge_splits(uint first_row, uint num_splits, uint head, uint lse_index) {
       KVC_MERGE_OUT_WORDS[e + 3] = floatBitsToUint(o.w);
     }
   }
-  if (t == 0 && gl_WorkGroupID.z == 0) lse[lse_index] = m_all + log(l_all);
+  if (t == 0 && block == 0) lse[lse_index] = m_all + log(l_all);
 }

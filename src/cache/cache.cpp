@@ -289,7 +289,7 @@ StepScores Cache::record_attention(uint32_t layer_index, uint32_t n_queries, Vie
       step.probabilities = view(ensure(attend_scores_, backend_, size_t(config_.num_kv_heads) * layer.slots_held * sizeof(float)));
     }
   }
-  if (!policy_->record_attention(*this, layer_index, n_queries, q, out, step.probabilities))
+  if (!policy_->record_attention(*this, layer_index, n_queries, q, out, step))
     ops::attention(backend_, attention_shape(layer_index, n_queries),
                    {q, view(*layer.k), view(*layer.v), view(*layer.positions), turn_table(), out, step.probabilities,
                     step.logits, step.lse});

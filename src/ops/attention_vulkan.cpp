@@ -135,15 +135,42 @@ bool attention_on_cooperative_matrices(Backend& backend, const AttentionShape& s
          rotated_key_bytes(device, shape) <= backend.tensor_limit().bytes;
 }
 
+DecodeSplits record_decode_splits(Backend& backend, const AttentionShape& shape, const AttentionArgs& args) {
+  const uint32_t dim = shape.head_dim;
+  const RopeBindings rope = rope_bindings(shape.rope, args.positions, args.turn_table, args.k);
+  const DecodeBlocks blocks = decode_blocks(shape);
+  const uint32_t num_splits = std::min(decode_tiles(shape, blocks), decode_split_budget(shape, blocks));
+  Tensor& partials = backend.scratch(ScratchId::AttentionPartials, size_t(shape.num_q_heads) * num_splits * (dim + 2) * 4);
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));
+  // With scores, the decode kernel also writes every (query head, slot) logit, so the scores
+  // need not read K again (a second pass over K, RoPE included, cost more than the attention).
+  // Logits asked for are written where the caller says, the scratch serving otherwise.
+  const bool with_logits = args.scores.tensor != nullptr || args.logits.tensor != nullptr;
+  if (with_logits)
+    require_within(size_product({shape.num_q_heads, shape.num_slots, sizeof(float)}), backend.tensor_limit(), "", [&] {
+      return "decode scores' logits (" + std::to_string(shape.num_q_heads) + " query heads x " + std::to_string(shape.num_slots) + " slots x 4 bytes)";
+    });
+  const View logits = args.logits ? args.logits
+                                  : view(backend.scratch(ScratchId::AttentionLogits,
+                                                         with_logits ? size_t(shape.num_q_heads) * shape.num_slots * 4 : 4));
+  const DecodePush push{shape.num_slots, shape.slot_stride, num_splits, shape.num_q_heads / shape.num_kv_heads, scale};
+  backend.recorder().dispatch(
+      {"attention_decode", 7, sizeof(DecodePush),
+       {kDecodeWorkgroup, dim, blocks.group_block, shape.dtype == Dtype::F16, rope.style, rope.rotary_dims, with_logits,
+        shape.keys_rotated}},
+      {slice(args.q), slice(args.k), slice(args.v), rope.positions, rope.turns, slice(view(partials)), slice(logits)}, &push,
+      num_splits, shape.num_kv_heads, blocks.head_blocks);
+  return {view(partials), num_splits, logits};
+}
+
 void attention_vulkan(Backend& backend, const AttentionShape& shape, const AttentionArgs& args) {
   vk::Recorder& recorder = backend.recorder();
   const uint32_t group = shape.num_q_heads / shape.num_kv_heads;
   const uint32_t dim = shape.head_dim;
   const uint32_t first_chunk_slot = shape.num_slots - shape.num_queries;
   const bool f16 = shape.dtype == Dtype::F16;
-  // The decode kernel rotates its query (and the keys, unless stored rotated); the chunk
-  // kernels read queries the rope op rotated, so their RoPE is the keys' alone.
-  const RopeBindings rope = rope_bindings(shape.rope, args.positions, args.turn_table, args.k);
+  // The decode kernel rotates its query (and the keys, unless stored rotated: record_decode_splits);
+  // the chunk kernels read queries the rope op rotated, so their RoPE is the keys' alone.
   const RopeBindings key_rope = rope_bindings(shape.key_rope(), args.positions, args.turn_table, args.k);
 
   Tensor& lse = backend.scratch(ScratchId::AttentionLse, size_t(shape.num_queries) * shape.num_q_heads * 4);
@@ -159,35 +186,16 @@ void attention_vulkan(Backend& backend, const AttentionShape& shape, const Atten
   }
 
   if (decode) {
-    const DecodeBlocks blocks = decode_blocks(shape);
-    const uint32_t num_splits = std::min(decode_tiles(shape, blocks), decode_split_budget(shape, blocks));
-    Tensor& partials = backend.scratch(ScratchId::AttentionPartials, size_t(shape.num_q_heads) * num_splits * (dim + 2) * 4);
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));
-    // With scores, the decode kernel also writes every (query head, slot) logit, so the scores
-    // need not read K again (a second pass over K, RoPE included, cost more than the attention).
-    // Logits asked for are written where the caller says, the scratch serving otherwise.
-    const bool with_logits = args.scores.tensor != nullptr || args.logits.tensor != nullptr;
-    if (with_logits)
-      require_within(size_product({shape.num_q_heads, shape.num_slots, sizeof(float)}), backend.tensor_limit(), "", [&] {
-        return "decode scores' logits (" + std::to_string(shape.num_q_heads) + " query heads x " + std::to_string(shape.num_slots) + " slots x 4 bytes)";
-      });
-    const View logits = args.logits ? args.logits
-                                    : view(backend.scratch(ScratchId::AttentionLogits,
-                                                           with_logits ? size_t(shape.num_q_heads) * shape.num_slots * 4 : 4));
+    const DecodeSplits splits = record_decode_splits(backend, shape, args);
     const View lse_out = args.lse ? args.lse : view(lse);
-    const DecodePush push{shape.num_slots, shape.slot_stride, num_splits, group, scale};
-    recorder.dispatch({"attention_decode", 7, sizeof(DecodePush),
-                       {kDecodeWorkgroup, dim, blocks.group_block, f16, rope.style, rope.rotary_dims, with_logits, shape.keys_rotated}},
-                      {slice(args.q), slice(args.k), slice(args.v), rope.positions, rope.turns, slice(view(partials)), slice(logits)},
-                      &push, num_splits, shape.num_kv_heads, blocks.head_blocks);
-    const MergePush merge{num_splits};
+    const MergePush merge{splits.num_splits};
     recorder.dispatch({"attention_merge", 3, sizeof(MergePush), {kMergeWorkgroup, dim, f16}},
-                      {slice(view(partials)), slice(args.out), slice(lse_out)}, &merge, shape.num_q_heads, 1,
+                      {slice(splits.partials), slice(args.out), slice(lse_out)}, &merge, shape.num_q_heads, 1,
                       merge_dim_blocks(dim));
     if (args.scores) {
       const DecodeScoresPush scores_push{shape.num_slots, group};
       recorder.dispatch({"decode_scores", 3, sizeof(DecodeScoresPush), {kScoresWorkgroup}},
-                        {slice(logits), slice(lse_out), slice(args.scores)}, &scores_push,
+                        {slice(splits.logits), slice(lse_out), slice(args.scores)}, &scores_push,
                         group_count(shape.num_slots, kScoresWorkgroup), shape.num_kv_heads);
     }
   } else if (attention_on_cooperative_matrices(backend, shape)) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "backend/backend.h"
 #include "ops/attention.h"
 
 namespace kvc::ops {
@@ -50,5 +51,15 @@ inline uint32_t decode_tiles(const AttentionShape& shape, const DecodeBlocks& bl
 inline uint32_t decode_split_budget(const AttentionShape& shape, const DecodeBlocks& blocks) {
   return std::max(1u, kDecodeTargetGroups / (shape.num_kv_heads * blocks.head_blocks));
 }
+
+// Flash-decoding's first pass for one query (attention_decode) recorded, with its logits where
+// args asks for scores or logits; what its merge reads: the partial rows ([num_q_heads]
+// [num_splits][head_dim + 2]), how many per query head, and where the logits went.
+struct DecodeSplits {
+  View partials;
+  uint32_t num_splits;
+  View logits;
+};
+DecodeSplits record_decode_splits(Backend& backend, const AttentionShape& shape, const AttentionArgs& args);
 
 }  // namespace kvc::ops

@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "cache/cache.h"
 #include "ops/attention.h"
+#include "ops/decode_evict.h"
 #include "ops/tree_prefill.h"
 
 namespace kvc {
@@ -75,6 +77,54 @@ void EvictionPolicy::prefill_by_blocks(Cache& cache, uint32_t layer) {
   steps.tree_index = 0;
 }
 
+ops::EvictionShape EvictionPolicy::step_shape(const Cache& cache, uint32_t layer, uint32_t n_queries) const {
+  const LayerState& state = cache.layer(layer);
+  const LayerSteps& steps = layers_[layer];
+  const uint32_t capacity = settings_.capacities[layer];
+  ops::EvictionShape shape;
+  shape.rule = settings_.rule;
+  shape.num_kv_heads = cache.config().num_kv_heads;
+  shape.num_q_heads = cache.config().num_q_heads;
+  shape.head_dim = cache.config().head_dim;
+  shape.slot_stride = state.slot_stride;
+  shape.dtype = cache.config().dtype;
+  shape.slots_held = state.slots_held;
+  shape.new_slots = static_cast<uint32_t>(std::min<uint64_t>(state.tokens_seen - steps.scored_through, state.slots_held));
+  shape.num_queries = n_queries;
+  shape.sinks = settings_.sinks;
+  shape.recent_window = settings_.recent_windows[layer];
+  shape.evictions = state.slots_held > capacity ? state.slots_held - capacity : 0;
+  shape.tree_span = capacity - settings_.sinks - settings_.recent_windows[layer];
+  shape.tree_first = steps.tree_index;
+  return shape;
+}
+
+ops::EvictionArgs EvictionPolicy::step_args(const Cache& cache, uint32_t layer, const StepScores& scores) const {
+  const LayerState& state = cache.layer(layer);
+  const LayerSteps& steps = layers_[layer];
+  const auto optional = [](const std::shared_ptr<Tensor>& tensor) { return tensor ? view(*tensor) : View{}; };
+  return {view(*state.k), view(*state.v), view(*state.positions), scores.probabilities, scores.logits, scores.lse,
+          optional(steps.score_sums), optional(steps.score_counts)};
+}
+
+bool EvictionPolicy::record_attention(Cache& cache, uint32_t layer, uint32_t n_queries, View q, View out,
+                                      const StepScores& scores) {
+  // A decode step whose scores, if any, are the cache's logits: a caller's scores, or a chunk,
+  // take attention and then the step (after_attend).
+  if (n_queries != 1 || scores.probabilities) return false;
+  LayerSteps& steps = layers_[layer];
+  const ops::EvictionShape shape = step_shape(cache, layer, n_queries);
+  if (shape.evictions == 0 && !needs_scores()) return false;
+  allocate(cache, layer, steps);
+  const LayerState& state = cache.layer(layer);
+  const ops::AttentionArgs attention{q, view(*state.k), view(*state.v), view(*state.positions), cache.turn_table(), out,
+                                     View{}, scores.logits, scores.lse};
+  ops::decode_evict(cache.backend(), cache.attention_shape(layer, n_queries), shape,
+                    {attention, step_args(cache, layer, scores)});
+  steps.step_recorded = true;
+  return true;
+}
+
 void EvictionPolicy::after_attend(Cache& cache, uint32_t layer, const StepScores& scores) {
   LayerState& state = cache.layer(layer);
   LayerSteps& steps = layers_[layer];
@@ -87,26 +137,9 @@ void EvictionPolicy::after_attend(Cache& cache, uint32_t layer, const StepScores
     cache.count_compression();
     return;
   }
-  ops::EvictionShape shape;
-  shape.rule = settings_.rule;
-  shape.num_kv_heads = cache.config().num_kv_heads;
-  shape.num_q_heads = cache.config().num_q_heads;
-  shape.head_dim = cache.config().head_dim;
-  shape.slot_stride = state.slot_stride;
-  shape.dtype = cache.config().dtype;
-  shape.slots_held = state.slots_held;
-  shape.new_slots = static_cast<uint32_t>(std::min<uint64_t>(state.tokens_seen - steps.scored_through, state.slots_held));
-  shape.num_queries = state.last_queries;
-  shape.sinks = settings_.sinks;
-  shape.recent_window = settings_.recent_windows[layer];
-  shape.evictions = state.slots_held > capacity ? state.slots_held - capacity : 0;
-  shape.tree_span = capacity - settings_.sinks - settings_.recent_windows[layer];
-  shape.tree_first = steps.tree_index;
+  const ops::EvictionShape shape = step_shape(cache, layer, state.last_queries);
   if (shape.evictions == 0 && !needs_scores()) return;  // StreamingLLM: nothing to do until full
-  const auto optional = [](const std::shared_ptr<Tensor>& tensor) { return tensor ? view(*tensor) : View{}; };
-  ops::eviction_step(cache.backend(), shape,
-                     {view(*state.k), view(*state.v), view(*state.positions), scores.probabilities, scores.logits,
-                      scores.lse, optional(steps.score_sums), optional(steps.score_counts)});
+  if (!std::exchange(steps.step_recorded, false)) ops::eviction_step(cache.backend(), shape, step_args(cache, layer, scores));
   steps.scored_through = state.tokens_seen;
   if (shape.evictions == 0) return;
   // Algorithm 1, line 16, as DESIGN.md resolves it: idx visits every scope of the region in turn.

@@ -41,6 +41,8 @@ class EvictionPolicy : public Policy {
   int32_t position_for_slot(const Cache&, uint32_t, uint32_t slot, uint64_t) const override { return int32_t(slot); }
   bool needs_scores() const override { return ops::rule_keeps_sums(settings_.rule); }
   bool takes_decode_logits() const override { return ops::rule_takes_logits(settings_.rule); }
+  // A decode step's attention and eviction as one op (ops/decode_evict.h).
+  bool record_attention(Cache& cache, uint32_t layer, uint32_t n_queries, View q, View out, const StepScores& scores) override;
   void after_attend(Cache& cache, uint32_t layer, const StepScores& scores) override;
   void on_reset() override;
   size_t device_bytes_held() const override;
@@ -52,8 +54,12 @@ class EvictionPolicy : public Policy {
     std::shared_ptr<Tensor> score_sums, score_counts;
     uint64_t scored_through = 0;
     uint32_t tree_index = 0;
+    bool step_recorded = false;  // record_attention recorded this attend's step; after_attend keeps the books
   };
   void allocate(Cache& cache, uint32_t layer, LayerSteps& steps) const;
+  // The step after an attend of n_queries (with nothing to evict, evictions 0) and its operands.
+  ops::EvictionShape step_shape(const Cache& cache, uint32_t layer, uint32_t n_queries) const;
+  ops::EvictionArgs step_args(const Cache& cache, uint32_t layer, const StepScores& scores) const;
   // TreeKV §4.2: a prompt chunk that leaves more than c slots is cut down once by blocks.
   void prefill_by_blocks(Cache& cache, uint32_t layer);
 

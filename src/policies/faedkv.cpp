@@ -310,7 +310,7 @@ void FaedKvPolicy::check_attend(const Cache&, uint32_t, uint32_t, bool with_scor
           "FAEDKV holds the prompt's middle as DFT bins, which have no per-slot scores: attend without scores after kvc_cache_end_prefill");
 }
 
-bool FaedKvPolicy::record_attention(Cache& cache, uint32_t layer_index, uint32_t n_queries, View q, View out, View) {
+bool FaedKvPolicy::record_attention(Cache& cache, uint32_t layer_index, uint32_t n_queries, View q, View out, const StepScores&) {
   if (spectra_.empty()) return false;
   const LayerState& layer = cache.layer(layer_index);
   const LayerSpectrum& spectrum = spectra_[layer_index];

@@ -30,7 +30,7 @@ class FaedKvPolicy : public Policy {
   int32_t position_for_slot(const Cache& cache, uint32_t layer, uint32_t slot, uint64_t token_index) const override;
   AppendPlacement place_append(Cache& cache, uint32_t layer, uint32_t n_tokens) override;
   void appended(Cache& cache, uint32_t layer, uint32_t n_tokens) override;
-  bool record_attention(Cache& cache, uint32_t layer, uint32_t n_queries, View q, View out, View scores) override;
+  bool record_attention(Cache& cache, uint32_t layer, uint32_t n_queries, View q, View out, const StepScores& scores) override;
   bool attends_itself() const override { return true; }
   void check_attend(const Cache& cache, uint32_t layer, uint32_t n_queries, bool with_scores) const override;
   void end_prefill(Cache& cache) override;

@@ -314,7 +314,7 @@ void FourierPolicy::check_attend(const Cache&, uint32_t layer_index, uint32_t n_
   });
 }
 
-bool FourierPolicy::record_attention(Cache& cache, uint32_t layer_index, uint32_t, View q, View out, View) {
+bool FourierPolicy::record_attention(Cache& cache, uint32_t layer_index, uint32_t, View q, View out, const StepScores&) {
   const LayerMiddle& middle = layers_[layer_index];
   if (!middle.compressed) return false;
   const LayerState& layer = cache.layer(layer_index);

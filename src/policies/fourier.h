@@ -48,7 +48,7 @@ class FourierPolicy : public Policy {
   AppendPlacement place_append(Cache& cache, uint32_t layer, uint32_t n_tokens) override;
   void appended(Cache& cache, uint32_t layer, uint32_t n_tokens) override;
   void allocate_device_state(Backend& backend) override;
-  bool record_attention(Cache& cache, uint32_t layer, uint32_t n_queries, View q, View out, View scores) override;
+  bool record_attention(Cache& cache, uint32_t layer, uint32_t n_queries, View q, View out, const StepScores& scores) override;
   bool attends_itself() const override { return true; }
   void check_attend(const Cache& cache, uint32_t layer, uint32_t n_queries, bool with_scores) const override;
   // Compresses a layer that passed L_init + 2N + L_local tokens in a decode step.

@@ -68,15 +68,17 @@ class Policy {
     (void)cache, (void)layer, (void)n_queries, (void)with_scores;
   }
 
-  // Attention the policy computes itself (FAEDKV over its spectral segment): records it and
-  // returns true; false leaves it to plain attention over the slots held. Throws before
-  // recording anything when it cannot serve the call.
-  virtual bool record_attention(Cache& cache, uint32_t layer, uint32_t n_queries, View q, View out, View scores) {
+  // Attention the policy records itself (FAEDKV over its spectral segment; an eviction policy's
+  // decode step with its eviction, ops/decode_evict.h), where `scores` receive the step's
+  // scores as the cache arranged them for after_attend: records it and returns true; false
+  // leaves it to plain attention over the slots held. Throws before recording anything when it
+  // cannot serve the call.
+  virtual bool record_attention(Cache& cache, uint32_t layer, uint32_t n_queries, View q, View out, const StepScores& scores) {
     (void)cache, (void)layer, (void)n_queries, (void)q, (void)out, (void)scores;
     return false;
   }
-  // Whether record_attention may compute attention itself: such a cache attends on its own in
-  // a batched decode (kvc_attend_batch_device) too.
+  // Whether record_attention computes attention other than over the slots held: such a cache
+  // attends on its own in a batched decode (kvc_attend_batch_device) too.
   virtual bool attends_itself() const { return false; }
 
   // Slots kvc_cache_read returns for `layer`: by default those held.

@@ -2,6 +2,9 @@
 // (append, attend), the cache must hold exactly what each paper's rule keeps when it is fed
 // the attention scores kvc_attend reports (support/eviction_stream's formula), with positions
 // re-assigned to ranks; the sinks and the recent window stay, and the size never exceeds c.
+// A twin cache takes the same tokens and queries without asking for scores, the engine's
+// decode step (on Vulkan the eviction in the attention's merge dispatch, ops/decode_evict.h):
+// it must give the same outputs and hold the same rows in the same slots.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -56,6 +59,7 @@ TEST_CASE("eviction policies keep what their papers' rules keep, on Vulkan and o
         params.select_left_token = policy_case.select_left_token;
         kvc_cache_desc desc;
         test::CachePtr cache = make_eviction_cache(context.get(), dtype, capacity, policy_case.policy, params, desc);
+        test::CachePtr twin = make_eviction_cache(context.get(), dtype, capacity, policy_case.policy, params, desc);
         const uint32_t kv = desc.num_kv_heads, dim = desc.head_dim;
         const size_t row_bytes = dim * dtype_size(storage);
 
@@ -83,6 +87,10 @@ TEST_CASE("eviction policies keep what their papers' rules keep, on Vulkan and o
             std::vector<unsigned char> out(q_bytes.size());
             std::vector<float> scores(kv * before.slots);
             REQUIRE(kvc_attend(cache.get(), layer, 1, dtype, q_bytes.data(), out.data(), scores.data()) == KVC_OK);
+            REQUIRE(kvc_cache_append(twin.get(), layer, 1, dtype, k_bytes.data(), v_bytes.data()) == KVC_OK);
+            std::vector<unsigned char> twin_out(q_bytes.size());
+            REQUIRE(kvc_attend(twin.get(), layer, 1, dtype, q_bytes.data(), twin_out.data(), nullptr) == KVC_OK);
+            CHECK(twin_out == out);
             // The formula sees the reported scores by rank (a slot's position is its rank).
             std::vector<std::vector<double>> by_rank(kv, std::vector<double>(before.slots));
             for (uint32_t h = 0; h < kv; ++h)
@@ -97,6 +105,7 @@ TEST_CASE("eviction policies keep what their papers' rules keep, on Vulkan and o
             }
             const test::LayerSnapshot after = test::snapshot(cache.get(), layer);
             REQUIRE(after.slots == std::min(token + 1, capacity));
+            CHECK(test::snapshot(twin.get(), layer) == after);
             for (uint32_t h = 0; h < kv; ++h) {
               std::vector<uint32_t> kept(after.slots, ~0u);
               for (uint32_t slot = 0; slot < after.slots; ++slot) {

@@ -123,6 +123,9 @@ TEST_CASE("decode attention on Vulkan at the head_dim and group limits") {
     check_against_cpu(make_shape(4, 2, 8, 1, 1001, dtype, KVC_ROPE_NEOX));
     check_against_cpu(make_shape(4, 1, 256, 1, 2049, dtype, KVC_ROPE_NEOX, 128));
     check_against_cpu(make_shape(8, 2, 40, 1, 130, dtype, KVC_ROPE_INTERLEAVED));
+    // head_dim 24 in f16 is 3 lanes a key, 42 keys a pass: a group of 4 sums 168 (head, key)
+    // scores through shared memory, more than the workgroup's 128 threads (found by decode_evict's test).
+    check_against_cpu(make_shape(12, 3, 24, 1, 54, dtype));
   }
 }
 

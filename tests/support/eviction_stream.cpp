@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "ops/decode_evict.h"
 #include "support/test_support.h"
 
 namespace kvc::test {
@@ -47,13 +48,16 @@ EvictionStream::EvictionStream(Backend& backend_in, const ops::EvictionShape& se
   positions = make_poisoned(backend, slots * 4);
   sums = make_poisoned(backend, slots * 4);
   counts = make_poisoned(backend, slots * 4);
+  if (shape.num_q_heads == 0) return;  // no decode steps
+  logits = make_poisoned(backend, size_t(shape.num_q_heads) * shape.slot_stride * 4);
+  lse = make_poisoned(backend, size_t(shape.num_q_heads) * 4);
 }
 
 void EvictionStream::record_tokens(View scores, uint32_t count) { record_step(count, scores, View{}, View{}); }
 
 void EvictionStream::record_token_logits(View logits, View lse) { record_step(1, View{}, logits, lse); }
 
-void EvictionStream::record_step(uint32_t count, View scores, View logits, View lse) {
+void EvictionStream::append_tokens(uint32_t count) {
   REQUIRE(shape.slots_held + count <= shape.slot_stride);
   const size_t row_bytes = size_t(shape.head_dim) * dtype_size(shape.dtype);
   for (uint32_t i = 0; i < count; ++i, ++tokens) {
@@ -70,14 +74,42 @@ void EvictionStream::record_step(uint32_t count, View scores, View logits, View 
       backend.upload(&rank, 4, *positions, row * 4);
     }
   }
+}
+
+ops::EvictionShape EvictionStream::next_step(uint32_t count) {
   ops::EvictionShape step = shape;
   step.slots_held = shape.slots_held + count;
   step.new_slots = count;
   step.num_queries = count;
   step.evictions = step.slots_held > capacity ? step.slots_held - capacity : 0;
-  ops::eviction_step(backend, step, {view(*k), view(*v), view(*positions), scores, logits, lse, view(*sums), view(*counts)});
   shape.slots_held = step.slots_held - step.evictions;
   if (step.evictions) shape.tree_first = (shape.tree_first + step.evictions) % std::max(1u, shape.tree_span);
+  return step;
+}
+
+void EvictionStream::record_step(uint32_t count, View scores, View logits_in, View lse_in) {
+  append_tokens(count);
+  const ops::EvictionShape step = next_step(count);
+  ops::eviction_step(backend, step, {view(*k), view(*v), view(*positions), scores, logits_in, lse_in, view(*sums), view(*counts)});
+}
+
+void EvictionStream::record_token_decode(View q, View out, bool fused) {
+  REQUIRE(shape.rule != ops::EvictionRule::CurrentQuery);
+  REQUIRE(logits);
+  append_tokens(1);
+  const ops::EvictionShape step = next_step(1);
+  const ops::AttentionShape attention{shape.num_q_heads, shape.num_kv_heads, shape.head_dim, 1, step.slots_held,
+                                      shape.slot_stride, shape.dtype};
+  const bool with_logits = ops::rule_takes_logits(shape.rule);
+  const View step_logits = with_logits ? view(*logits) : View{}, step_lse = with_logits ? view(*lse) : View{};
+  const ops::AttentionArgs attend{q, view(*k), view(*v), view(*positions), View{}, out, View{}, step_logits, step_lse};
+  const ops::EvictionArgs evict{view(*k), view(*v), view(*positions), View{}, step_logits, step_lse, view(*sums), view(*counts)};
+  if (fused) {
+    ops::decode_evict(backend, attention, step, {attend, evict});
+  } else {
+    ops::attention(backend, attention, attend);
+    ops::eviction_step(backend, step, evict);
+  }
 }
 
 std::vector<std::vector<uint32_t>> EvictionStream::kept_tokens() {
