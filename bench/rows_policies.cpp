@@ -131,12 +131,13 @@ void add_window_selection_rows(Backend& backend, const Timing& timing, const Row
 }
 
 // A decode step as an eviction policy's cache records it for each layer: the new token's K and V
-// appended to the slot after the c held (keys stored rotated, as every policy that keeps
-// positions stores them), attention over the c + 1, then the step that evicts one (none for
-// FULL). The layers share one set of buffers, so the rows time 32 consecutive steps of one
-// layer: each append brings the next position, the ranks keep moving as in an engine's loop
-// (without the append the ranks collapsed to the sinks' after a few steps and every slot was
-// a victim: the rows before 2026-11-26's third session timed that state).
+// appended to the slot after the c held with rank c (EvictionPolicy::position_for_slot; keys
+// stored as they come, rotated as attention reads them, since ranks change), attention over
+// the c + 1, then the step that evicts one; FULL's row appends and attends the same way, the
+// attention the eviction adds to. The layers share one set of buffers, so the rows time 32
+// consecutive steps of one layer, the ranks moving as in an engine's loop (without the append
+// they collapsed to the sinks' after a few steps and every slot was a victim: the rows before
+// 2026-11-26's third session timed that state).
 void add_eviction_rows(Backend& backend, const Timing& timing, const RowOptions& options, Report& report) {
   const bool quick = options.quick;
   const uint32_t layers = quick ? 2 : kLayers;
@@ -168,7 +169,7 @@ void add_eviction_rows(Backend& backend, const Timing& timing, const RowOptions&
     backend.begin();
     backend.upload(turns.data(), turns.size() * 4, *turn_table, 0);
     backend.submit();
-    ops::AttentionShape attention{kQHeads, kKvHeads, kHeadDim, 1, slots, slots, dtype, rope, true};
+    ops::AttentionShape attention{kQHeads, kKvHeads, kHeadDim, 1, slots, slots, dtype, rope};
     for (const Variant& variant : {Variant{"decode_step_full", false, ops::EvictionRule::Oldest},
                                    Variant{"decode_step_streaming", true, ops::EvictionRule::Oldest},
                                    Variant{"decode_step_h2o", true, ops::EvictionRule::Accumulated},
@@ -177,7 +178,7 @@ void add_eviction_rows(Backend& backend, const Timing& timing, const RowOptions&
       if (!options.wants(variant.name)) continue;
       const bool with_scores = variant.evicts && ops::rule_keeps_sums(variant.rule);
       const bool from_logits = with_scores && ops::rule_takes_logits(variant.rule);
-      ops::AppendRowsShape append{kKvHeads, kHeadDim, slots, capacity, 1, 0, dtype, 0, rope};
+      const ops::AppendRowsShape append{kKvHeads, kHeadDim, slots, capacity, 1, int32_t(capacity), dtype, 0, ops::RopeParams{}};
       ops::EvictionShape eviction;
       eviction.rule = variant.rule;
       eviction.num_kv_heads = kKvHeads;
@@ -192,14 +193,12 @@ void add_eviction_rows(Backend& backend, const Timing& timing, const RowOptions&
       eviction.recent_window = recent;
       eviction.evictions = 1;
       eviction.tree_span = capacity - sinks - recent;
-      int32_t next_position = static_cast<int32_t>(slots);  // make_ranks numbered the slots 0 .. c
       Row row;
       row.name = variant.name;
       row.shape = "c=" + std::to_string(capacity) + " layers=" + std::to_string(layers) + " qh=32 kvh=8 d=128";
       row.dtype = "f16";
       row.median_us = median_us(backend, timing, [&] {
         for (uint32_t layer = 0; layer < layers; ++layer) {
-          append.first_position = next_position++;
           ops::append_rows(backend, append, {view(*k_new), view(*v_new), view(*k), view(*v), view(*positions), view(*turn_table)});
           const View step_logits = from_logits ? view(*logits) : View{}, step_lse = from_logits ? view(*lse) : View{};
           const View step_scores = with_scores && !from_logits ? view(*scores) : View{};

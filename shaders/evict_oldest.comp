@@ -28,8 +28,8 @@ layout(push_constant) uniform Push {
   uint slots_held;  // before the eviction
   uint slot_stride;
   uint sinks;       // the victim's rank
-  uint num_splits;  // MERGE: partial rows per query head
-  uint merge_groups;  // MERGE: the merge's workgroups, num_q_heads x merge_blocks, first in the grid
+  uint num_splits;    // MERGE: partial rows per query head
+  uint merge_groups;  // MERGE: the merge's workgroups per kv head (its query heads x merge_blocks), first in x
   uint merge_blocks;  // MERGE: dim blocks per query head
 } push;
 
@@ -70,17 +70,18 @@ void evict(uint block, uint kv_head) {
   }
 }
 
+// Workgroup (x, kv head): without MERGE x is the slot block; with it the first merge_groups
+// merge the kv head's query heads, the rest take its slot blocks.
 void main() {
+  const uint x = gl_WorkGroupID.x, kv_head = gl_WorkGroupID.y;
   if (!MERGE) {
-    evict(gl_WorkGroupID.x, gl_WorkGroupID.y);
+    evict(x, kv_head);
     return;
   }
-  const uint group = gl_WorkGroupID.x;
-  if (group < push.merge_groups) {
-    const uint head = group / push.merge_blocks;
-    merge_splits(head * push.num_splits, push.num_splits, head, head, group % push.merge_blocks, push.merge_blocks);
+  if (x < push.merge_groups) {
+    const uint head = kv_head * (push.merge_groups / push.merge_blocks) + x / push.merge_blocks;
+    merge_splits(head * push.num_splits, push.num_splits, head, head, x % push.merge_blocks, push.merge_blocks);
     return;
   }
-  const uint slot_blocks = (push.slots_held + WG - 1) / WG, eviction_group = group - push.merge_groups;
-  evict(eviction_group % slot_blocks, eviction_group / slot_blocks);
+  evict(x - push.merge_groups, kv_head);
 }

@@ -1,9 +1,9 @@
 // Flash-decoding, pass 2, shared by attention_merge (one cache) and attention_merge_batch
 // (many): combines one query head's split partials into its output row and its log-sum-exp.
 // Parallel over the splits (a serial loop over them per thread was latency-bound: tens of
-// microseconds) and over the dims: the dispatch's z dimension divides a head's dims into blocks
-// (merge_dim_blocks in ops/decode_split_vulkan.h), each workgroup finding the head's statistics
-// itself, so a step's merge is not left to one workgroup per query head. The includer
+// microseconds) and over the dims: each workgroup takes one block of a head's dims
+// (merge_dim_blocks in ops/decode_split_vulkan.h; the merges give it the grid's z), finding the
+// head's statistics itself, so a step's merge is not left to one workgroup per query head. The includer
 // declares partials[] ([row][m, l, acc...]) and lse[], the constants HEAD_DIM, OUT_F16 and WG
 // (its workgroup size, a power of two), and names the output's uint words KVC_MERGE_OUT_WORDS;
 // evict_oldest includes it to merge in the eviction's dispatch (ops/decode_evict.h).

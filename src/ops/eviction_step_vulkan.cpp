@@ -1,7 +1,7 @@
 // Vulkan eviction step: one dispatch per layer, one workgroup per kv head (shaders/eviction_step.comp),
 // which also forms the scores from decode logits (no decode_scores dispatch before it); a
-// STREAMING decode step's single eviction takes shaders/evict_oldest.comp, a thread a slot.
-// Either dispatch may also be decode attention's merge (record_eviction's `merge`).
+// STREAMING decode step's single eviction takes shaders/evict_oldest.comp, a thread a slot,
+// which may also be decode attention's merge (record_eviction's `merge`).
 #include <algorithm>
 
 #include "ops/decode_split_vulkan.h"
@@ -43,18 +43,19 @@ void record_eviction(Backend& backend, const EvictionShape& shape, const Evictio
   vk::Recorder& recorder = backend.recorder();
   const bool f16 = shape.dtype == Dtype::F16;
   if (eviction_merges(shape)) {  // a STREAMING decode step: no pass waits on another
+    const uint32_t workgroup = merge ? kMergeWorkgroup : kOldestWorkgroup;  // a merge's workgroup is the merge's size
     const uint32_t merge_blocks = merge_dim_blocks(shape.head_dim);
-    const uint32_t merge_groups = merge ? shape.num_q_heads * merge_blocks : 0;
+    // Per kv head (the grid's y): its query heads' merge workgroups, then its slot blocks.
+    const uint32_t merge_groups = merge ? shape.num_q_heads / shape.num_kv_heads * merge_blocks : 0;
+    const uint32_t groups_x = group_count(uint64_t(merge_groups) * workgroup + shape.slots_held, workgroup);
     // Without a merge its bindings are absent; the positions buffer stands in for them.
     const vk::BufferSlice partials = merge ? slice(merge->partials) : slice(args.positions);
     const vk::BufferSlice out = merge ? slice(merge->out) : slice(args.positions);
-    const uint32_t workgroup = merge ? kMergeWorkgroup : kOldestWorkgroup;  // a merge's workgroup is the merge's size
-    const uint32_t slot_blocks = group_count(shape.slots_held, workgroup);
+    const vk::BufferSlice lse = merge ? slice(merge->lse) : slice(args.positions);
     const OldestPush push{shape.slots_held, shape.slot_stride, shape.sinks, merge ? merge->num_splits : 0u, merge_groups, merge_blocks};
     recorder.dispatch({"evict_oldest", 6, sizeof(push), {workgroup, shape.head_dim, f16, merge != nullptr}},
-                      {slice(args.k), slice(args.v), slice(args.positions), partials, out,
-                       merge ? slice(merge->lse) : slice(args.positions)},
-                      &push, merge ? merge_groups + slot_blocks * shape.num_kv_heads : slot_blocks, merge ? 1 : shape.num_kv_heads);
+                      {slice(args.k), slice(args.v), slice(args.positions), partials, out, lse}, &push, groups_x,
+                      shape.num_kv_heads);
     return;
   }
   const bool from_logits = args.logits.tensor != nullptr;

@@ -72,7 +72,7 @@ TEST_CASE("eviction policies keep what their papers' rules keep, on Vulkan and o
         // Per layer and kv head: each appended K row -> its token index (random rows are distinct).
         std::vector<std::vector<std::map<std::vector<unsigned char>, uint32_t>>> token_of_row(
             desc.num_layers, std::vector<std::map<std::vector<unsigned char>, uint32_t>>(kv));
-        INFO("backend ", backend, " ", dtype_name(storage), " policy ", policy_case.policy, " left ",
+        INFO("backend ", backend, " ", std::string(dtype_name(storage)), " policy ", policy_case.policy, " left ",
              policy_case.select_left_token);
         bool comparable = true;
         for (uint32_t token = 0; token < tokens && comparable; ++token)
@@ -143,7 +143,7 @@ TEST_CASE("TREEKV prefill: a prompt longer than c is cut by whole blocks, then d
       test::CachePtr cache = make_eviction_cache(context.get(), dtype, capacity, KVC_POLICY_TREEKV, params, desc);
       const uint32_t kv = desc.num_kv_heads, dim = desc.head_dim;
       const size_t row_bytes = dim * dtype_size(storage);
-      INFO("backend ", backend, " ", dtype_name(storage));
+      INFO("backend ", backend, " ", std::string(dtype_name(storage)));
       std::vector<float> k = test::random_floats(prompt * kv * dim), v = test::random_floats(prompt * kv * dim),
                          q = test::random_floats(prompt * desc.num_q_heads * dim, -3, 3);
       const auto k_bytes = test::encode(k, storage), v_bytes = test::encode(v, storage), q_bytes = test::encode(q, storage);

@@ -52,7 +52,7 @@ TEST_CASE("append_rows_cpu scatters token-major rows to head-major slots with co
       for (uint32_t slot = 0; slot < shape.slot_stride; ++slot) {
         const size_t at = size_t(head) * shape.slot_stride + slot;
         const bool appended = slot >= shape.first_slot && slot < shape.first_slot + shape.num_tokens;
-        INFO(dtype_name(dtype), " head ", head, " slot ", slot);
+        INFO(std::string(dtype_name(dtype)), " head ", head, " slot ", slot);
         if (!appended) {
           CHECK(std::equal(run.poison_row.begin(), run.poison_row.end(), run.k_got.begin() + at * row_bytes));
           continue;
@@ -81,7 +81,7 @@ TEST_CASE("append_rows_cpu with RoPE stores each key rotated to its position, va
             const size_t from = size_t(token) * shape.num_kv_heads + head;
             const std::vector<float> row(run.k.begin() + from * dim, run.k.begin() + (from + 1) * dim);
             const std::vector<float> expected = test::rope_by_formula(row, shape.rope, shape.first_position + int64_t(token));
-            INFO(dtype_name(dtype), " style ", style, " rotary dims ", rotary_dims, " head ", head, " token ", token);
+            INFO(std::string(dtype_name(dtype)), " style ", style, " rotary dims ", rotary_dims, " head ", head, " token ", token);
             CHECK(run.positions[at] == shape.first_position + int32_t(token));
             // Half an ulp each: the stored key's rounding to the dtype (2^-24 of the value in
             // f32, 2^-11 in f16) and the formula's to f32 (2^-24).

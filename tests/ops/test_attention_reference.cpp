@@ -33,7 +33,7 @@ TEST_CASE("attention_cpu equals the direct softmax formula") {
           test::attention_by_formula(problem.q, problem.k, problem.v, problem.positions, s.q_heads, s.kv_heads, s.head_dim,
                                      s.queries, s.slots, shape.rope);
       INFO("q_heads ", s.q_heads, " kv_heads ", s.kv_heads, " head_dim ", s.head_dim, " queries ", s.queries, " slots ",
-           s.slots, " ", dtype_name(dtype));
+           s.slots, " ", std::string(dtype_name(dtype)));
       // f32 output: the reference accumulates in double, so only the final rounding to the
       // output dtype separates it from the formula: 2^-24 (f32) or 2^-11 (f16) of the scale.
       const double tolerance = dtype == Dtype::F32 ? 1e-6 : 1e-3;

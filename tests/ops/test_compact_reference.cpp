@@ -30,7 +30,7 @@ TEST_CASE("compact_cpu gathers the selected slots, then the tail, in order") {
       for (uint32_t s = 0; s < shape.num_selected + shape.tail_length; ++s) {
         const uint32_t source = s < shape.num_selected ? indices[head * shape.index_stride + s] : shape.tail_first + s - shape.num_selected;
         const size_t to = size_t(head) * shape.out_slot_stride + s, from = size_t(head) * shape.slot_stride + source;
-        INFO(dtype_name(dtype), " head ", head, " slot ", s);
+        INFO(std::string(dtype_name(dtype)), " head ", head, " slot ", s);
         CHECK(p_got[to] == positions[from]);
         CHECK(std::equal(k_got.begin() + to * row_bytes, k_got.begin() + (to + 1) * row_bytes, k_bytes.begin() + from * row_bytes));
         CHECK(std::equal(v_got.begin() + to * row_bytes, v_got.begin() + (to + 1) * row_bytes, v_bytes.begin() + from * row_bytes));

@@ -26,7 +26,7 @@ void compare_streams(Backend& gpu, EvictionRule rule, Dtype dtype, uint32_t capa
   const size_t score_stride = ((size_t(3) * shape.slot_stride * 4 + 255) / 256) * 256;
   test::EvictionStream on_gpu(gpu, shape, capacity), on_cpu(test::cpu_backend(), shape, capacity);
   std::uniform_int_distribution<uint32_t> chunk(1, max_chunk);
-  INFO(dtype_name(dtype), " rule ", uint32_t(rule), " chunks up to ", max_chunk);
+  INFO(std::string(dtype_name(dtype)), " rule ", uint32_t(rule), " chunks up to ", max_chunk);
   for (uint32_t done = 0; done < steps; done += batch) {
     std::vector<float> scores(score_stride / 4 * batch);
     std::vector<uint32_t> counts(batch);
@@ -64,7 +64,7 @@ void compare_logit_streams(Backend& gpu, EvictionRule rule, Dtype dtype, uint32_
   const size_t logit_stride = ((size_t(q_heads) * shape.slot_stride * 4 + 255) / 256) * 256, lse_stride = 256;
   test::EvictionStream on_gpu(gpu, shape, capacity), on_cpu(test::cpu_backend(), shape, capacity);
   std::bernoulli_distribution attended(0.5);
-  INFO(dtype_name(dtype), " rule ", uint32_t(rule), " group ", group);
+  INFO(std::string(dtype_name(dtype)), " rule ", uint32_t(rule), " group ", group);
   for (uint32_t done = 0; done < steps; done += batch) {
     std::vector<float> logits(logit_stride / 4 * batch), lse(lse_stride / 4 * batch);
     for (uint32_t step = 0; step < batch; ++step) {

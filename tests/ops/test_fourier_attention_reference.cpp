@@ -78,7 +78,7 @@ TEST_CASE("fourier_attention_cpu is attention over the full rows and the middle 
         query, keys, values, std::vector<int32_t>(size_t(shape.num_kv_heads) * total, 0), shape.num_q_heads, shape.num_kv_heads,
         dim, 1, total, ops::RopeParams{});
     const std::vector<float> expected(direct.out.begin(), direct.out.end());
-    INFO("seed ", test::seed(), " ", dtype_name(shape.dtype), " rope ", shape.rope.style);
+    INFO("seed ", test::seed(), " ", std::string(dtype_name(shape.dtype)), " rope ", shape.rope.style);
     // f32: both in double past the stored operands; 1e-5 covers the rebuilt rows' rounding to
     // f32 in the reference. f16: both round the output to f16 (2^-11 relative each).
     CHECK(test::relative_max_error(got, expected) < (shape.dtype == Dtype::F32 ? 1e-5 : 2e-3));

@@ -47,7 +47,7 @@ TEST_CASE("fourier_attention on Vulkan, both routes, matches materialize-then-at
       const ops::FourierAttentionShape& shape = c.shape;
       INFO("seed ", test::seed(), " q_heads ", shape.num_q_heads, " kv_heads ", shape.num_kv_heads, " head_dim ", shape.head_dim,
            " full ", shape.num_full_slots, " middle ", shape.num_middle, " N ", shape.num_states, " T ", shape.window_length, " ",
-           dtype_name(shape.dtype), " rope ", shape.rope.style, route == ops::FourierAttentionRoute::Fused ? " fused" : " factorized");
+           std::string(dtype_name(shape.dtype)), " rope ", shape.rope.style, route == ops::FourierAttentionRoute::Fused ? " fused" : " factorized");
       // f32: the kernels rebuild each middle element (or logit) from 2N f32 products, through
       // cos and sin to 3e-8 or VkFFT's f32 transform of length T, and accumulate in f32 where
       // the reference uses double: 1e-5 of the output scale, as for ops::attention. f16: both

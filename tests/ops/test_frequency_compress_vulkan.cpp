@@ -46,7 +46,7 @@ TEST_CASE("frequency_compress on Vulkan equals the CPU reference on the FFT and 
       std::vector<float> input = test::random_floats(bytes / element_bytes);
       const std::vector<unsigned char> input_bytes = test::encode(input, dtype);
       const ops::FrequencyCompressShape shape{heads, head_dim, c.in_length, c.out_length, stride, dtype};
-      INFO(dtype_name(dtype), " N ", c.in_length, " L ", c.out_length, " head_dim ", head_dim, " heads ", heads);
+      INFO(std::string(dtype_name(dtype)), " N ", c.in_length, " L ", c.out_length, " head_dim ", head_dim, " heads ", heads);
       CHECK(ops::frequency_compress_route(*gpu, shape) == c.route);
       std::vector<std::vector<unsigned char>> results;
       for (Backend* backend : {&test::cpu_backend(), gpu}) {

@@ -35,7 +35,7 @@ TEST_CASE("gather_dims_cpu packs the chosen dims of a row range, converting dtyp
           for (uint32_t u = 0; u < shape.num_dims; ++u) {
             const size_t at = (size_t(head) * shape.out_slot_stride + slot) * shape.num_dims + u;
             const float value = got[at];
-            INFO(dtype_name(in_dtype), " -> ", dtype_name(out_dtype), " head ", head, " slot ", slot, " u ", u);
+            INFO(std::string(dtype_name(in_dtype)), " -> ", std::string(dtype_name(out_dtype)), " head ", head, " slot ", slot, " u ", u);
             if (slot < shape.out_first_slot || slot >= shape.out_first_slot + shape.num_rows) {
               CHECK(std::memcmp(&value, &poison[at], sizeof(float)) == 0);
               continue;

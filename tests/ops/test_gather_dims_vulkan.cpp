@@ -39,7 +39,7 @@ TEST_CASE("gather_dims on Vulkan writes exactly the CPU's bytes") {
       results.push_back(test::read_tensor(*backend, *out, out_bytes));
     }
     INFO("seed ", test::seed(), " heads ", shape.num_heads, " rows ", shape.num_rows, " dims ", shape.num_dims, " ",
-         dtype_name(shape.in_dtype), " -> ", dtype_name(shape.out_dtype));
+         std::string(dtype_name(shape.in_dtype)), " -> ", std::string(dtype_name(shape.out_dtype)));
     CHECK(results[0] == results[1]);
   }
   CHECK(test::validation_messages() == 0);

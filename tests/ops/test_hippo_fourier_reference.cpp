@@ -78,7 +78,7 @@ TEST_CASE("hippo_fourier_project_cpu is eq. 4's (1/T) F X on the chosen dims") {
         for (uint32_t r = 0; r < 2 * shape.num_states; ++r)
           expected[(size_t(head) * 2 * shape.num_states + r) * shape.num_dims + j] = static_cast<float>(formula[r]);
       }
-    INFO("seed ", test::seed(), " ", dtype_name(shape.dtype), " N ", shape.num_states, " T ", shape.window_length);
+    INFO("seed ", test::seed(), " ", std::string(dtype_name(shape.dtype)), " N ", shape.num_states, " T ", shape.window_length);
     CHECK(test::relative_max_error(got, expected) < kCoefficientTolerance);
   }
 }

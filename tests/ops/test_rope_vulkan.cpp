@@ -37,7 +37,7 @@ TEST_CASE("rope on Vulkan equals the CPU reference") {
               backend->submit();
               results.push_back(test::decode(test::read_tensor(*backend, *out, out_bytes), out_dtype));
             }
-            INFO(dtype_name(dtype), " in, ", dtype_name(out_dtype), " out, style ", style, " head_dim ", head_dim, " rotary ",
+            INFO(std::string(dtype_name(dtype)), " in, ", std::string(dtype_name(out_dtype)), " out, style ", style, " head_dim ", head_dim, " rotary ",
                  rotary_dims);
             // Angles are exact to 2^-32 turns on the GPU and in double on the CPU; what remains
             // is f32 rounding of the polynomial and the rotation: a few 1e-7 of the scale. An f16

@@ -55,7 +55,7 @@ TEST_CASE("segment_spectrum on Vulkan equals the CPU reference") {
       shape.chirp_z = chirp_z;
       const std::vector<std::vector<float>> results = both_spectra(*gpu, shape);
       INFO("heads ", shape.num_heads, " head_dim ", shape.head_dim, " length ", shape.length, " T ", shape.transform_length,
-           " ", dtype_name(shape.dtype), chirp_z ? " chirp-z" : "");
+           " ", std::string(dtype_name(shape.dtype)), chirp_z ? " chirp-z" : "");
       // An f32 FFT's error grows like log T times the unit roundoff, relative to the spectrum's scale.
       CHECK(test::relative_max_error(results[1], results[0]) < 2e-5);
     }

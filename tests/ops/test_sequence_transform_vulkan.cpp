@@ -56,7 +56,7 @@ TEST_CASE("sequence_transform on Vulkan equals the CPU reference") {
           }
           results.push_back(written);
         }
-        INFO(kind.name, " length ", length, " head_dim ", head_dim, " heads ", heads, " ", dtype_name(dtype));
+        INFO(kind.name, " length ", length, " head_dim ", head_dim, " heads ", heads, " ", std::string(dtype_name(dtype)));
         // f32: both sum in at least f32 over <= 1000 terms of unit scale: ~1e-6 relative.
         // f16: the two results round to f16 independently: at most one ulp apart, 2^-10 of
         // values below 1 in magnitude, relative to a max of order 1.

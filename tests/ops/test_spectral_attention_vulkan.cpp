@@ -67,7 +67,7 @@ TEST_CASE("spectral_attention on Vulkan equals the CPU reference") {
       results.push_back(test::decode(test::read_tensor(*backend, *out, out_bytes), c.dtype));
     }
     INFO("q heads ", c.q_heads, " kv heads ", c.kv_heads, " dim ", c.dim, " queries ", c.queries, " M ", c.segment_length,
-         " bins ", c.num_bins, " ", dtype_name(c.dtype));
+         " bins ", c.num_bins, " ", std::string(dtype_name(c.dtype)));
     // f32: the logits come out of an f32 FFT of length M (error ~ log M ulp of the spectrum's
     // scale) and the value sum out of another; f16 adds the output's rounding (2^-11).
     CHECK(test::relative_max_error(results[1], results[0]) < (c.dtype == Dtype::F32 ? 5e-5 : 2e-3));

@@ -55,7 +55,7 @@ TEST_CASE("spectral_fold on Vulkan equals the CPU reference") {
       both.insert(both.end(), v_out.begin(), v_out.end());
       results.push_back(both);
     }
-    INFO("heads ", c.heads, " dim ", c.dim, " M ", c.segment_length, " ", dtype_name(c.dtype));
+    INFO("heads ", c.heads, " dim ", c.dim, " M ", c.segment_length, " ", std::string(dtype_name(c.dtype)));
     // f32 trig of an exact phase (a few ulp of 2 pi) and f32 weights: ~1e-6 of the scale.
     CHECK(test::relative_max_error(results[1], results[0]) < 1e-5);
   }

@@ -14,7 +14,7 @@ TEST_CASE("tree_prefill on Vulkan equals the CPU reference") {
   for (Dtype dtype : {Dtype::F32, Dtype::F16})
     for (int trial = 0; trial < 12; ++trial) {
       const test::TreePrefillCase c = test::TreePrefillCase::random(dtype);
-      INFO(dtype_name(dtype), " trial ", trial, " held ", c.shape.slots_held, " c ", c.shape.capacity, " b ", c.shape.block);
+      INFO(std::string(dtype_name(dtype)), " trial ", trial, " held ", c.shape.slots_held, " c ", c.shape.capacity, " b ", c.shape.block);
       CHECK(c.run(*gpu) == c.run(test::cpu_backend()));
     }
   CHECK(test::validation_messages() == 0);

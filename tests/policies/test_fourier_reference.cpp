@@ -203,7 +203,7 @@ TEST_CASE("FOURIER on the CPU follows the paper step by step") {
         const uint32_t seen = uint32_t(tokens_k[layer].size() / (size_t(heads) * dim));
         const uint32_t middle = seen - sinks - local;
         const test::LayerSnapshot read = test::snapshot(cache.get(), layer);
-        INFO(dtype_name(storage), " layer ", layer, " decode step ", step, " middle ", middle);
+        INFO(std::string(dtype_name(storage)), " layer ", layer, " decode step ", step, " middle ", middle);
         REQUIRE(read.slots == seen);
 
         // The cache attention must see: sinks and window as appended, the middle's kept dims as

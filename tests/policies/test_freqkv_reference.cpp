@@ -140,7 +140,7 @@ TEST_CASE("FREQKV on the CPU follows section 3.4 step by step") {
           std::vector<unsigned char> out(in.q.size());
           REQUIRE(kvc_attend(cache.get(), layer, n, dtype, in.q.data(), out.data(), nullptr) == KVC_OK);
           const test::LayerSnapshot after = test::snapshot(cache.get(), layer);
-          INFO(dtype_name(storage), " N ", window, " S ", sinks, " R ", recent, " layer ", layer, " chunk ", n, " held ", full.slots);
+          INFO(std::string(dtype_name(storage)), " N ", window, " S ", sinks, " R ", recent, " layer ", layer, " chunk ", n, " held ", full.slots);
           for (uint32_t head = 0; head < desc.num_kv_heads; ++head)
             for (uint32_t slot = 0; slot < after.slots; ++slot) CHECK(after.positions[head * after.slots + slot] == int32_t(slot));
           if (full.slots < window) {

@@ -69,7 +69,7 @@ TEST_CASE("FreqKV compression on Vulkan equals the CPU over 20 successive compre
       const bool fft = ops::frequency_compress_route(*gpu, shape) == ops::FrequencyCompressRoute::Fft;
       size_t pipelines_after_first = 0;
       for (uint32_t compression = 1; compression <= 20; ++compression) {
-        INFO(dtype_name(dtype), " window ", window, " sinks ", sinks, " recent ", recent, fft ? " fft" : " dense", " after ",
+        INFO(std::string(dtype_name(dtype)), " window ", window, " sinks ", sinks, " recent ", recent, fft ? " fft" : " dense", " after ",
              compression, " compressions");
         std::vector<float> incoming = test::random_floats(size_t(window - kept) * dim);
         const std::vector<unsigned char> incoming_bytes = test::encode(incoming, dtype);

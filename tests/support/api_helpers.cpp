@@ -139,7 +139,7 @@ void check_same_chunk(kvc_cache* gpu, kvc_cache* cpu, const kvc_cache_desc& desc
     REQUIRE(kvc_attend(cache, layer, n, desc.dtype, in.q.data(), outs.back().data(), nullptr) == KVC_OK);
   }
   const LayerSnapshot on_gpu = snapshot(gpu, layer), on_cpu = snapshot(cpu, layer);
-  INFO("chunk of ", n, " layer ", layer, " ", dtype_name(storage), " slots ", on_cpu.slots);
+  INFO("chunk of ", n, " layer ", layer, " ", std::string(dtype_name(storage)), " slots ", on_cpu.slots);
   CHECK(relative_max_error(decode(outs[0], storage), decode(outs[1], storage)) < tolerances.output);
   REQUIRE(on_gpu.slots == on_cpu.slots);
   CHECK(on_gpu.positions == on_cpu.positions);
