@@ -32,8 +32,8 @@ uint select_key(uint i) {
   return flag | (score_bits[base + i] & 0x7fffffffu);
 }
 
-#include "radix_select.glsl"
 #include "workgroup_scan.glsl"
+#include "radix_select.glsl"
 
 void main() {
   const uint thread = gl_LocalInvocationID.x;

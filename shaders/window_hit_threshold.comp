@@ -23,8 +23,8 @@ uint base;  // the row's first logit
 
 uint select_key(uint i) { return kvc_ordered_key(logit_bits[base + i]); }
 
-#include "radix_select.glsl"
 #include "workgroup_scan.glsl"
+#include "radix_select.glsl"
 
 void main() {
   const uint thread = gl_LocalInvocationID.x;

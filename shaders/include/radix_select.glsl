@@ -1,6 +1,7 @@
 // Radix selection of the k-th largest 32-bit key of the workgroup's row, shared by top_k and
 // window_hit_threshold. The includer defines `uint select_key(uint i)` (the key of position
-// i) before including this file; the whole workgroup calls radix_select.
+// i) and includes workgroup_scan.glsl before including this file; the whole workgroup, of at
+// least 256 threads, calls radix_select.
 // Four passes build a 256-bin histogram of the next 8 bits among the keys that match the
 // prefix found so far and descend into the bin holding the k-th key. A thread adds a run of
 // keys falling into the same bin as one atomic: a row's keys crowd into a few bins in the
@@ -25,7 +26,7 @@ RadixSelection radix_select(uint row_length, uint k) {
   const uint thread = gl_LocalInvocationID.x;
   uint prefix = 0u, mask = 0u, remaining = k, bin_size = 0u;
   for (int shift = 24; shift >= 0; shift -= 8) {
-    for (uint b = thread; b < 256u; b += gl_WorkGroupSize.x) radix_histogram[b] = 0u;
+    if (thread < 256u) radix_histogram[thread] = 0u;
     barrier();
     uint run_bin = 0u, run_length = 0u;
     for (uint first = thread; first < row_length; first += RADIX_BATCH * gl_WorkGroupSize.x) {
@@ -47,11 +48,15 @@ RadixSelection radix_select(uint row_length, uint k) {
     }
     if (run_length > 0u) atomicAdd(radix_histogram[run_bin], run_length);
     barrier();
-    if (thread == 0u) {
-      uint above = 0u, bin = 255u;
-      while (above + radix_histogram[bin] < remaining) above += radix_histogram[bin--];
-      radix_found_prefix = prefix | (bin << uint(shift));
-      radix_found_remaining = remaining - above;
+    // The bin holding the k-th key: counting down from the top bin, the first whose running
+    // total reaches `remaining`. Thread t takes bin 255 - t and one scan adds them, so the
+    // thread whose bin crosses `remaining` knows it (where thread 0 walked up to 256 bins while
+    // the workgroup waited).
+    const uint count = thread < 256u ? radix_histogram[255u - thread] : 0u;
+    const uint through = workgroup_inclusive_sum(count);
+    if (through - count < remaining && through >= remaining) {
+      radix_found_prefix = prefix | ((255u - thread) << uint(shift));
+      radix_found_remaining = remaining - (through - count);
     }
     barrier();
     prefix = radix_found_prefix;

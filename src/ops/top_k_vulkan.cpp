@@ -10,7 +10,7 @@ namespace {
 // Threads per row: a row is one workgroup, and the selections of a step are few rows (the kv
 // heads of one layer), so a row's passes are bound by how many loads its threads keep in
 // flight: the most threads the device gives, up to 1024.
-constexpr uint32_t kMaxWorkgroup = 1024, kMinWorkgroup = 64;
+constexpr uint32_t kMaxWorkgroup = 1024, kMinWorkgroup = 256;  // kMinWorkgroup: a thread per radix bin
 constexpr uint32_t kRunLength = 8;  // consecutive positions per thread in the write pass
 constexpr uint32_t kSharedBytesPerThread = 4;  // workgroup_scan.glsl's
 
