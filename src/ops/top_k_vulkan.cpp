@@ -1,5 +1,7 @@
 // One workgroup per row: a radix select (four 8-bit histogram passes) finds the k-th largest
 // key and how many keys equal to it to take, then one ordered pass writes the selection.
+#include <string>
+
 #include "ops/top_k.h"
 #include "ops/vulkan_args.h"
 #include "vulkan/device.h"
@@ -14,9 +16,13 @@ constexpr uint32_t kMaxWorkgroup = 1024, kMinWorkgroup = 256;  // kMinWorkgroup:
 constexpr uint32_t kRunLength = 8;  // consecutive positions per thread in the write pass
 constexpr uint32_t kSharedBytesPerThread = 4;  // workgroup_scan.glsl's
 
+uint64_t shared_bytes(uint32_t threads) { return uint64_t(threads) * kSharedBytesPerThread + 1024 + 64; }
+
 uint32_t workgroup_size(const vk::Device& device) {
   uint32_t size = kMaxWorkgroup;
-  while (size > kMinWorkgroup && !device.fits_workgroup(size, uint64_t(size) * kSharedBytesPerThread + 1024 + 64)) size /= 2;
+  while (size > kMinWorkgroup && !device.fits_workgroup(size, shared_bytes(size))) size /= 2;
+  require(device.fits_workgroup(size, shared_bytes(size)), KVC_ERROR_UNSUPPORTED,
+          "top_k needs workgroups of " + std::to_string(kMinWorkgroup) + " threads, more than the device allows");
   return size;
 }
 

@@ -1,5 +1,6 @@
 // The engine path on Vulkan. For every policy, one token stream is fed to a CPU cache (the
-// reference) and to three caches of one Vulkan context: the host path, the device path
+// reference) and to three caches of one Vulkan context (for the window policies, one without
+// cooperative matrices; see the first test case): the host path, the device path
 // (kvc_buffer_write, kvc_cache_append_device / kvc_attend_device, kvc_buffer_read, each call its
 // own step) and one step per chunk. The Vulkan paths run the same kernels on the same inputs
 // and must agree bit for bit; with the CPU they agree within the existing policy tests'
@@ -83,8 +84,9 @@ TEST_CASE("engine path on Vulkan: the host, device and one-step paths of every p
   // queries' f16 rounding (~1e-3): enough to move a logit across a row's rank-K bound, so a hit
   // count, so HitKV's choice, away from the CPU's (the H100 kept other slots under HITKV f16
   // with seed 4158229461, before and after 2026-11-26's selection changes alike). As
-  // test_window_policies_vulkan, they are held to the CPU on the SIMT kernels; that path's
-  // hits are bounded by test_window_scores_vulkan.
+  // test_window_policies_vulkan, they are held to the CPU on the SIMT kernels (that path's
+  // hits are bounded by test_window_scores_vulkan); where the device has cooperative matrices
+  // their three paths are then held to each other on them.
   test::ContextPtr gpu = test::make_context(KVC_BACKEND_VULKAN), cpu = test::make_context(KVC_BACKEND_CPU);
   test::ContextPtr gpu_simt = test::make_context(KVC_BACKEND_VULKAN, KVC_CONTEXT_NO_COOPERATIVE_MATRIX);
   REQUIRE(gpu);
@@ -103,6 +105,18 @@ TEST_CASE("engine path on Vulkan: the host, device and one-step paths of every p
         check_against_cpu(context, desc, report, fed);
       });
       check_final_caches(c, desc, snapshots);
+      if (context != gpu.get() && test::context_info(gpu.get()).matrix_path == KVC_MATRIX_PATH_COOPERATIVE) {
+        INFO("cooperative matrices, the paths against each other");
+        test::CacheFeed host_c(gpu.get(), desc, test::FeedPath::Host, c.largest_chunk()),
+            device_c(gpu.get(), desc, test::FeedPath::Device, c.largest_chunk()),
+            stepped_c(gpu.get(), desc, test::FeedPath::OneStep, c.largest_chunk());
+        const auto shots = test::feed_stream(c, desc, {&host_c, &device_c, &stepped_c},
+                                             [&](const test::ChunkReport&, const std::vector<test::CacheFeed*>& fed) {
+                                               test::check_identical_results(desc, fed, 0);
+                                             });
+        for (uint32_t layer = 0; layer < desc.num_layers; ++layer)
+          for (size_t f = 1; f < shots.size(); ++f) CHECK(shots[f][layer] == shots[0][layer]);
+      }
       const kvc_cache_stats expected = test::cache_stats(reference.cache());
       for (const test::CacheFeed* feed : {&host, &device, &stepped}) {
         INFO(test::path_name(feed->path()), " path");
