@@ -24,10 +24,9 @@ struct EvictionStream {
   // Records appending the next token and one step fed a decode query's logits (f32
   // [num_q_heads][slots held after the append]) and log-sum-exps (f32 [num_q_heads]).
   void record_token_logits(View logits, View lse);
-  // Records appending the next token and a decode step over the slots held with `q` ([num_q_heads]
-  // [head_dim], the stream's dtype; settings.num_q_heads set at construction) into `out`, the step's scores the
-  // decode's logits (Oldest reads none; not CurrentQuery): ops::decode_evict where `fused`, else
-  // ops::attention, then ops::eviction_step.
+  // STREAMING only: records appending the next token and a decode step over the slots held
+  // with `q` ([num_q_heads][head_dim], the stream's dtype; settings.num_q_heads set) into
+  // `out`: ops::decode_evict where `fused`, else ops::attention, then ops::eviction_step.
   void record_token_decode(View q, View out, bool fused);
   // Kept token indices per kv head, by rank; checks that every V row matches its K row.
   std::vector<std::vector<uint32_t>> kept_tokens();
@@ -39,7 +38,6 @@ struct EvictionStream {
   uint32_t capacity;
   uint32_t tokens = 0;
   std::unique_ptr<Tensor> k, v, positions, sums, counts;
-  std::unique_ptr<Tensor> logits, lse;  // record_token_decode's
 
  private:
   void append_tokens(uint32_t count);
