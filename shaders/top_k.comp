@@ -1,5 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
 // Per-row top-k, one workgroup per row. Key of a position: (priority flag << 31) | the
 // score's bits (scores are >= 0, so their bits order as integers). Order: higher key first,
 // then the earlier position.

@@ -6,6 +6,7 @@
 // positions first). window_sum then counts a hit for slot s of row r when its key exceeds T,
 // or equals it at a position up to that one: no index lists and no scatter of hits.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
 
 layout(local_size_x_id = 0) in;
 

@@ -1,15 +1,18 @@
 #version 450
 // Window scores, step 1 on cooperative matrices (VK_KHR_cooperative_matrix: tensor cores): the
-// twin of window_logits.comp (f32 SIMT, every device) with the same grid, tiles and outputs,
-// the logits of a kv head's observation rows (group heads x window queries) against a tile of
-// SLOT_TILE prefix slots and each row's (max, sum of exp) over the tile for window_softmax.
-// The host takes it for f16 caches on devices that list a 16x16x16 f16 x f16 -> f32 subgroup
-// shape, with 32-lane subgroups.
+// twin of window_logits.comp (f32 SIMT, every device), the logits of a kv head's observation
+// rows (group heads x window queries) against the prefix slots, and each row's (max, sum of
+// exp) over the workgroup's slots for window_softmax. The host takes it for f16 caches on
+// devices that list a 16x16x16 f16 x f16 -> f32 subgroup shape, with 32-lane subgroups.
 //
 // A workgroup owns ROW_TILE rows of one kv head (all of them at the kvc-bench shape, 4 heads x
-// 32 queries, so each key is read and rotated once) and one slot tile; each subgroup owns 16
-// rows, keeps their queries as A matrices and S = Q K^T for the whole tile (16 x SLOT_TILE) as
-// SLOT_BLOCKS accumulators. The tile's keys are staged (rotated, f16) in shared memory once.
+// 32 queries, so each key is read and rotated once) and a run of steps_per_group slot steps of
+// SLOT_STEP slots; each subgroup owns 16 rows, makes their queries A matrices once and keeps
+// them for the whole run (built per tile of 128 slots, with a global read of the queries
+// between barriers for each of 8 blocks, they were most of a short workgroup's life), and per
+// step computes S = Q K^T for the step's slots, 32 at a time. A step's keys are
+// staged (rotated, f16) in shared memory; the next step's are loaded into registers while the
+// product runs. One (max, sum) partial per row and workgroup: push.num_tiles is the grid's x.
 // Queries arrive rotated and scaled by 1/sqrt(head_dim) (q_rot, from the rope op); the scale is
 // taken out before rounding to f16, so an unrotated f16 query stays exact, and applied to S in
 // f32, as attention_prefill_coopmat.comp does.
@@ -30,6 +33,12 @@ layout(local_size_x_id = 0) in;  // SUBGROUPS x SUBGROUP_SIZE threads
 layout(constant_id = 1) const uint HEAD_DIM = 128;  // a multiple of 16, <= 128
 layout(constant_id = 2) const uint ROPE_STYLE = 0;
 layout(constant_id = 3) const uint ROTARY_DIMS = 0;
+// What the kernel writes: the logits and the rows' partials; the partials alone (the first of
+// two passes, for indicators that need no logits); or, given the rows' statistics, each slot's
+// probabilities summed over the workgroup's rows (the second pass: SnapKV's vote without the
+// logits' 128 MiB written and read back).
+const uint OUTPUT_LOGITS = 0, OUTPUT_STATISTICS = 1, OUTPUT_SUMS = 2;
+layout(constant_id = 4) const uint OUTPUT = OUTPUT_LOGITS;
 
 #include "elements.glsl"
 #include "rope.glsl"
@@ -40,7 +49,9 @@ layout(binding = 1) readonly buffer KeyWords { uint k_words[]; };  // the same k
 layout(binding = 2) readonly buffer Positions { int positions[]; };  // [kv][slot_stride]; ROPE_STYLE only
 layout(binding = 3) readonly buffer Turns { uvec2 turns[]; };
 layout(binding = 4) writeonly buffer Logits { float logits[]; };    // [num_q_heads][window][num_prefix]
+layout(binding = 4) writeonly buffer Sums { float sums[]; };        // OUTPUT_SUMS: [num_kv_heads][num_prefix]
 layout(binding = 5) writeonly buffer Partials { vec2 partials[]; };  // [num_q_heads * window][num_tiles]
+layout(binding = 5) readonly buffer RowStats { vec2 row_stats[]; };  // OUTPUT_SUMS: [num_q_heads * window] (max, 1 / sum)
 
 layout(push_constant) uniform Push {
   uint num_prefix;
@@ -48,7 +59,8 @@ layout(push_constant) uniform Push {
   uint window;
   uint group_size;
   uint num_q_heads;
-  uint num_tiles;
+  uint num_tiles;  // partials per row: the workgroups along x
+  uint steps_per_group;
 } push;
 
 const bool KV_F16 = true;  // key_chunk's stored dtype: this kernel takes f16 caches only
@@ -59,35 +71,37 @@ const uint SUBGROUP_SIZE = 32;
 const uint SUBGROUPS = gl_WorkGroupSize.x / SUBGROUP_SIZE;
 const uint MAT = 16;  // M = N = K of every matrix product
 const uint ROW_TILE = SUBGROUPS * MAT;  // the host's row tile (128)
-const uint SLOT_TILE = 128;             // the host's slot tile: one (max, sum) partial per row
-const uint SLOT_BLOCKS = SLOT_TILE / MAT;
+const uint SLOT_STEP = 64;              // the host's slot step
 const uint DIM_BLOCKS = HEAD_DIM / MAT;
 const uint MAX_DIM_BLOCKS = 8;  // register arrays are sized by fixed bounds (elements.glsl)
-const uint ROW_OCTETS = HEAD_DIM / 8;  // a key row in uvec4 items of 8 halves
+const uint ROW_OCTETS = HEAD_DIM / 8;  // a key or query row in uvec4 items of 8 halves
 
 // Shared memory in uvec4 items (16 bytes: cooperative-matrix loads and stores want pointers and
-// strides in multiples of 16 bytes). The key tile is [slot][dim] f16 rows padded by one item so
-// that consecutive rows start in different banks. Each subgroup's scratch first carries its
-// queries to A matrices (16 x 16 f16 at a time), and after the product its S out, CHUNK_SLOTS
-// slots at a time (16 rows of f32, padded by one item); the scratches overlay the key tile,
-// whose reads are over by then, so that the whole fits 48 KiB (NVIDIA's limit) at head_dim 128.
-const uint TILE_STRIDE = ROW_OCTETS + 1;
-const uint TILE_ITEMS = SLOT_TILE * TILE_STRIDE;
-const uint Q_STRIDE = MAT / 8;
+// strides in multiples of 16 bytes). Rows ([slot][dim] or [row][dim] f16) are padded by one
+// item so that consecutive rows start in different banks. First the workgroup's queries pass
+// through it to A matrices; then it holds a step's key tile and, after it, each subgroup's
+// scratch, which carries S out CHUNK_SLOTS slots at a time (16 rows of f32, padded by one
+// item): 35 KiB at head_dim 128, within the 48 KiB NVIDIA's Vulkan driver offers.
+const uint ROW_STRIDE = ROW_OCTETS + 1;
+const uint QUERY_ITEMS = ROW_TILE * ROW_STRIDE;
+const uint KEY_ITEMS = SLOT_STEP * ROW_STRIDE;
 const uint CHUNK_SLOTS = 2 * MAT;
-const uint CHUNKS = SLOT_TILE / CHUNK_SLOTS;
+const uint CHUNKS = SLOT_STEP / CHUNK_SLOTS;
 const uint S_STRIDE = CHUNK_SLOTS / 4 + 1;
 const uint SCRATCH_ITEMS = MAT * S_STRIDE;
-const uint SCRATCHES_ITEMS = SUBGROUPS * SCRATCH_ITEMS;
-// max(TILE_ITEMS, SCRATCHES_ITEMS) in the operations a specialization constant allows.
-const uint SHARED_ITEMS = uint(TILE_ITEMS > SCRATCHES_ITEMS) * TILE_ITEMS + uint(TILE_ITEMS <= SCRATCHES_ITEMS) * SCRATCHES_ITEMS;
-// Staging: each thread carries up to MAX_ITEMS items of the key tile from global memory
-// (DIM_BLOCKS of them with the host's 256 threads).
-const uint ITEMS = SLOT_TILE * ROW_OCTETS;
-const uint ITEMS_PER_THREAD = (ITEMS + gl_WorkGroupSize.x - 1) / gl_WorkGroupSize.x;
-const uint MAX_ITEMS = 8;
+const uint STEP_ITEMS = KEY_ITEMS + SUBGROUPS * SCRATCH_ITEMS;
+// max(QUERY_ITEMS, STEP_ITEMS) in the operations a specialization constant allows.
+const uint SHARED_ITEMS = uint(QUERY_ITEMS > STEP_ITEMS) * QUERY_ITEMS + uint(QUERY_ITEMS <= STEP_ITEMS) * STEP_ITEMS;
+// Staging: each thread carries up to MAX_STAGED items of a step's keys from global memory
+// (4 with the host's 256 threads at head_dim 128).
+const uint STAGED_ITEMS = SLOT_STEP * ROW_OCTETS;
+const uint STAGED_PER_THREAD = (STAGED_ITEMS + gl_WorkGroupSize.x - 1) / gl_WorkGroupSize.x;
+const uint MAX_STAGED = 4;
 
 shared uvec4 tile_items[SHARED_ITEMS];
+// OUTPUT_SUMS: the rows' (max, 1 / sum), and each subgroup's column sums of a step's slots.
+shared vec2 tile_row_stats[ROW_TILE];
+shared float column_sums[SUBGROUPS * SLOT_STEP];
 
 #define ACC coopmat<float, gl_ScopeSubgroup, MAT, MAT, gl_MatrixUseAccumulator>
 #define MAT_A coopmat<float16_t, gl_ScopeSubgroup, MAT, MAT, gl_MatrixUseA>
@@ -97,7 +111,7 @@ uvec4 pack_halves(vec4 low, vec4 high) {
   return uvec4(packHalf2x16(low.xy), packHalf2x16(low.zw), packHalf2x16(high.xy), packHalf2x16(high.zw));
 }
 
-// Item `item` ([slot][octet]) of the key tile starting at `first_slot`, rotated to its slot's
+// Item `item` ([slot][octet]) of the key step starting at `first_slot`, rotated to its slot's
 // position; zero past the prefix, so that the tile holds no cache slack (NaN in the tests).
 uvec4 key_item(uint kv_head, uint first_slot, uint item) {
   const uint slot = first_slot + item / ROW_OCTETS, octet = item % ROW_OCTETS;
@@ -108,80 +122,57 @@ uvec4 key_item(uint kv_head, uint first_slot, uint item) {
   return pack_halves(key_chunk(row * HEAD_DIM, 8u * octet, position), key_chunk(row * HEAD_DIM, 8u * octet + 4u, position));
 }
 
-void main() {
-  const uint thread = gl_LocalInvocationID.x;
-  const uint subgroup = gl_SubgroupID;
-  const uint lane = gl_SubgroupInvocationID;
-  // Lane pair (2r, 2r + 1) holds row r of the subgroup's 16 (queries in, row statistics out),
-  // each half of a 16-dim block or of a chunk's slots.
-  const uint lane_row = lane >> 1, lane_half = lane & 1u;
-  const uint tile = gl_WorkGroupID.x, kv_head = gl_WorkGroupID.y;
-  const uint rows_per_kv_head = push.group_size * push.window;
-  const uint sub_first_row = gl_WorkGroupID.z * ROW_TILE + subgroup * MAT;  // within the kv head
-  const bool sub_real = sub_first_row < rows_per_kv_head;  // a subgroup of padding rows computes nothing
-  const uint row = sub_first_row + lane_row;
-  const bool row_real = row < rows_per_kv_head;
-  const uint first_slot = tile * SLOT_TILE;
-  const uint scratch_base = subgroup * SCRATCH_ITEMS;
+uvec4 staged_keys[MAX_STAGED];
+MAT_A q_frag[MAX_DIM_BLOCKS];  // the subgroup's 16 rows of queries, kept for the run
+
+void stage_keys(uint kv_head, uint step) {
+  [[unroll]] for (uint i = 0; i < STAGED_PER_THREAD; ++i) {
+    const uint item = gl_LocalInvocationID.x + i * gl_WorkGroupSize.x;
+    staged_keys[i] = item < STAGED_ITEMS ? key_item(kv_head, step * SLOT_STEP, item) : uvec4(0u);
+  }
+}
+
+// One step of a subgroup's rows: S = Q K^T for the step's keys (in shared memory); then the
+// logits out and this lane's half of its row's running (max, sum of exp) updated, or with
+// OUTPUT_SUMS the subgroup's sums of the slots' probabilities into column_sums.
+void step_logits(uint step, uint sub_first_row, uint rows_per_kv_head, uint first_out_row, inout float row_max, inout float row_sum) {
+  const uint lane = gl_SubgroupInvocationID, lane_row = lane >> 1, lane_half = lane & 1u;
+  const uint scratch_base = KEY_ITEMS + gl_SubgroupID * SCRATCH_ITEMS;
   const float scale = inversesqrt(float(HEAD_DIM));
-
-  // The tile's keys are in flight while the queries are made A matrices.
-  uvec4 staged_keys[MAX_ITEMS];
-  [[unroll]] for (uint i = 0; i < ITEMS_PER_THREAD; ++i) {
-    const uint item = thread + i * gl_WorkGroupSize.x;
-    staged_keys[i] = item < ITEMS ? key_item(kv_head, first_slot, item) : uvec4(0u);
-  }
-
-  MAT_A q_frag[MAX_DIM_BLOCKS];
-  if (sub_real) {
-    const uint head = kv_head * push.group_size + row / push.window, query = row % push.window;
-    [[unroll]] for (uint block = 0; block < DIM_BLOCKS; ++block) {
-      uvec4 halves = uvec4(0u);
-      if (row_real) {
-        const uint quad = (query * push.num_q_heads + head) * (HEAD_DIM / 4) + block * 4u + lane_half * 2u;
-        halves = pack_halves(q_rot[quad] / scale, q_rot[quad + 1u] / scale);
-      }
-      tile_items[scratch_base + lane_row * Q_STRIDE + lane_half] = halves;
-      subgroupBarrier();
-      coopMatLoad(q_frag[block], tile_items, scratch_base, Q_STRIDE, gl_CooperativeMatrixLayoutRowMajor);
-      subgroupBarrier();
-    }
-  }
-  barrier();  // every scratch is read before the key tile overwrites it
-
-  [[unroll]] for (uint i = 0; i < ITEMS_PER_THREAD; ++i) {
-    const uint item = thread + i * gl_WorkGroupSize.x;
-    if (item < ITEMS) tile_items[(item / ROW_OCTETS) * TILE_STRIDE + item % ROW_OCTETS] = staged_keys[i];
-  }
-  barrier();
-
-  ACC s_acc[SLOT_BLOCKS];
-  if (sub_real) {
-    [[unroll]] for (uint sb = 0; sb < SLOT_BLOCKS; ++sb) {
-      s_acc[sb] = ACC(0.0);
-      [[unroll]] for (uint block = 0; block < DIM_BLOCKS; ++block) {
-        // K^T as B: element (dim, slot) sits at slot * TILE_STRIDE + dim, column-major.
-        MAT_B k_frag;
-        coopMatLoad(k_frag, tile_items, sb * MAT * TILE_STRIDE + block * 2u, TILE_STRIDE, gl_CooperativeMatrixLayoutColumnMajor);
-        s_acc[sb] = coopMatMulAdd(q_frag[block], k_frag, s_acc[sb]);
-      }
-    }
-  }
-  barrier();  // the key tile is read before the scratches overwrite it
-
-  if (!sub_real) return;
-  // Per chunk of CHUNK_SLOTS slots: the logits out, lane = slot, a row per store; then this
-  // lane's half of its row folded into the row's running (max, sum of exp).
-  float row_max = KVC_NEG_INF, row_sum = 0.0;
-  const uint first_out = (kv_head * rows_per_kv_head + sub_first_row) * push.num_prefix + first_slot;
+  // Per chunk of CHUNK_SLOTS slots (two accumulators live at a time, so that two workgroups fit
+  // an SM's registers): S, then the logits out, lane = slot, a row per store; then this lane's
+  // half of its row folded into the row's running (max, sum of exp).
+  const uint first_slot = step * SLOT_STEP;
+  const uint first_out = first_out_row * push.num_prefix + first_slot;
   [[unroll]] for (uint chunk = 0; chunk < CHUNKS; ++chunk) {
     const uint chunk_slot = first_slot + chunk * CHUNK_SLOTS;
     if (chunk_slot >= push.num_prefix) break;  // uniform: the prefix ends in an earlier chunk
-    coopMatStore(s_acc[2 * chunk], tile_items, scratch_base, S_STRIDE, gl_CooperativeMatrixLayoutRowMajor);
-    coopMatStore(s_acc[2 * chunk + 1], tile_items, scratch_base + MAT / 4, S_STRIDE, gl_CooperativeMatrixLayoutRowMajor);
+    [[unroll]] for (uint half_block = 0; half_block < 2; ++half_block) {
+      ACC s_acc = ACC(0.0);
+      [[unroll]] for (uint block = 0; block < DIM_BLOCKS; ++block) {
+        // K^T as B: element (dim, slot) sits at slot * ROW_STRIDE + dim, column-major.
+        MAT_B k_frag;
+        coopMatLoad(k_frag, tile_items, (chunk * CHUNK_SLOTS + half_block * MAT) * ROW_STRIDE + block * 2u, ROW_STRIDE,
+                    gl_CooperativeMatrixLayoutColumnMajor);
+        s_acc = coopMatMulAdd(q_frag[block], k_frag, s_acc);
+      }
+      coopMatStore(s_acc, tile_items, scratch_base + half_block * (MAT / 4), S_STRIDE, gl_CooperativeMatrixLayoutRowMajor);
+    }
     subgroupBarrier();
 
-    if (chunk_slot + lane < push.num_prefix) {
+    if (OUTPUT == OUTPUT_SUMS) {
+      float column = 0.0;
+      [[unroll]] for (uint r = 0; r < MAT; ++r) {
+        const vec2 stats = tile_row_stats[gl_SubgroupID * MAT + r];
+        const float logit = scale * uintBitsToFloat(tile_items[scratch_base + r * S_STRIDE + lane / 4u][lane % 4u]);
+        if (sub_first_row + r < rows_per_kv_head) column += exp(logit - stats.x) * stats.y;
+      }
+      column_sums[gl_SubgroupID * SLOT_STEP + chunk * CHUNK_SLOTS + lane] = column;
+      subgroupBarrier();  // every lane has read the chunk before the next one overwrites it
+      continue;
+    }
+
+    if (OUTPUT == OUTPUT_LOGITS && chunk_slot + lane < push.num_prefix) {
       const uint column_out = first_out + chunk * CHUNK_SLOTS + lane;
       [[unroll]] for (uint r = 0; r < MAT; ++r)
         if (sub_first_row + r < rows_per_kv_head)
@@ -205,10 +196,75 @@ void main() {
     row_max = new_max;
     subgroupBarrier();  // every lane has read the chunk before the next one overwrites it
   }
+}
+
+void main() {
+  const uint thread = gl_LocalInvocationID.x;
+  const uint subgroup = gl_SubgroupID;
+  // Lane pair (2r, 2r + 1) holds row r of the subgroup's 16 (row statistics), each half of a
+  // chunk's slots.
+  const uint lane_row = gl_SubgroupInvocationID >> 1, lane_half = gl_SubgroupInvocationID & 1u;
+  const uint kv_head = gl_WorkGroupID.y;
+  const uint rows_per_kv_head = push.group_size * push.window;
+  const uint first_row = gl_WorkGroupID.z * ROW_TILE;  // the workgroup's, within the kv head
+  const uint sub_first_row = first_row + subgroup * MAT;
+  const bool sub_real = sub_first_row < rows_per_kv_head;  // a subgroup of padding rows computes nothing
+  const uint row = sub_first_row + lane_row;
+  const uint num_steps = (push.num_prefix + SLOT_STEP - 1) / SLOT_STEP;
+  const uint first_step = gl_WorkGroupID.x * push.steps_per_group;
+  const uint end_step = min(first_step + push.steps_per_group, num_steps);
+  const float scale = inversesqrt(float(HEAD_DIM));
+
+  // The first step's keys are in flight while the queries become A matrices: the workgroup's
+  // rows as f16 [row][dim] in shared memory (zero past the kv head's rows), then a load each.
+  stage_keys(kv_head, first_step);
+  if (OUTPUT == OUTPUT_SUMS)
+    for (uint tile_row = thread; tile_row < ROW_TILE; tile_row += gl_WorkGroupSize.x)
+      if (first_row + tile_row < rows_per_kv_head) tile_row_stats[tile_row] = row_stats[kv_head * rows_per_kv_head + first_row + tile_row];
+  for (uint item = thread; item < ROW_TILE * ROW_OCTETS; item += gl_WorkGroupSize.x) {
+    const uint tile_row = item / ROW_OCTETS, octet = item % ROW_OCTETS;
+    const uint kv_row = first_row + tile_row;
+    uvec4 halves = uvec4(0u);
+    if (kv_row < rows_per_kv_head) {
+      const uint head = kv_head * push.group_size + kv_row / push.window, query = kv_row % push.window;
+      const uint quad = (query * push.num_q_heads + head) * (HEAD_DIM / 4) + octet * 2u;
+      halves = pack_halves(q_rot[quad] / scale, q_rot[quad + 1u] / scale);
+    }
+    tile_items[tile_row * ROW_STRIDE + octet] = halves;
+  }
+  barrier();
+  if (sub_real)
+    [[unroll]] for (uint block = 0; block < DIM_BLOCKS; ++block)
+      coopMatLoad(q_frag[block], tile_items, subgroup * MAT * ROW_STRIDE + block * 2u, ROW_STRIDE, gl_CooperativeMatrixLayoutRowMajor);
+
+  // This lane's half of its row's running (max, sum of exp) over the workgroup's steps.
+  float row_max = KVC_NEG_INF, row_sum = 0.0;
+  for (uint step = first_step; step < end_step; ++step) {
+    barrier();  // the queries, or the last step's keys, are read before this step's overwrite them
+    [[unroll]] for (uint i = 0; i < STAGED_PER_THREAD; ++i) {
+      const uint item = thread + i * gl_WorkGroupSize.x;
+      if (item < STAGED_ITEMS) tile_items[(item / ROW_OCTETS) * ROW_STRIDE + item % ROW_OCTETS] = staged_keys[i];
+    }
+    barrier();
+    if (step + 1u < end_step) stage_keys(kv_head, step + 1u);  // in flight during the product
+    if (sub_real) step_logits(step, sub_first_row, rows_per_kv_head, kv_head * rows_per_kv_head + sub_first_row, row_max, row_sum);
+    if (OUTPUT == OUTPUT_SUMS) {
+      // The subgroups' column sums added in a fixed order: a slot's sum is the same every run.
+      barrier();
+      const uint slot = step * SLOT_STEP + thread;
+      if (thread < SLOT_STEP && slot < push.num_prefix) {
+        float total = 0.0;
+        for (uint sub = 0; sub < SUBGROUPS && first_row + sub * MAT < rows_per_kv_head; ++sub) total += column_sums[sub * SLOT_STEP + thread];
+        sums[kv_head * push.num_prefix + slot] = total;
+      }
+    }
+  }
+  if (!sub_real || OUTPUT == OUTPUT_SUMS) return;
 
   // The lane pair's halves merged: a half with no slot in the prefix has max -FLT_MAX and sum 0.
   const float other_max = subgroupShuffleXor(row_max, 1u), other_sum = subgroupShuffleXor(row_sum, 1u);
-  const float tile_max = max(row_max, other_max);
-  const float tile_sum = row_sum * exp(row_max - tile_max) + other_sum * exp(other_max - tile_max);
-  if (row_real && lane_half == 0u) partials[(kv_head * rows_per_kv_head + row) * push.num_tiles + tile] = vec2(tile_max, tile_sum);
+  const float group_max = max(row_max, other_max);
+  const float group_sum = row_sum * exp(row_max - group_max) + other_sum * exp(other_max - group_max);
+  if (row < rows_per_kv_head && lane_half == 0u)
+    partials[(kv_head * rows_per_kv_head + row) * push.num_tiles + gl_WorkGroupID.x] = vec2(group_max, group_sum);
 }

@@ -1,5 +1,5 @@
 // Vulkan window scores against the CPU reference on fresh random inputs: GQA ratios 1, 3
-// and 8, head_dim 16 to 128, windows of 1 to 32, prefixes of 7 to 5000, RoPE (NeoX, interleaved,
+// and 8, head_dim 16 to 128, windows of 1 to 32, prefixes of 7 to 65900, RoPE (NeoX, interleaved,
 // partial) or not, f32/f16; group x window of 4 to 256 rows (one or two row tiles of the logits
 // kernel), prefixes that end inside a slot tile; hits for K from 1 to the whole prefix, with and
 // without ties. f16 shapes run on both logits kernels where the device has cooperative matrices
@@ -139,18 +139,23 @@ TEST_CASE("window logits take cooperative matrices wherever the device offers th
 }
 
 TEST_CASE("window logits on cooperative matrices: tile edges, GQA, head dims, RoPE") {
-  // A workgroup takes 128 rows (8 subgroups of 16) of one kv head and 128 slots: rows (group x
-  // window) just inside and past a subgroup's 16 and a workgroup's 128, at GQA ratios 1, 3 and
-  // 8; prefixes inside one tile, on a tile's end, one past it and ending mid-chunk (the logits
-  // leave 32 slots at a time). Runs through check_against_cpu on both kernels.
+  // A workgroup takes 128 rows (8 subgroups of 16) of one kv head and a run of 64-slot steps:
+  // rows (group x window) just inside and past a subgroup's 16 and a workgroup's 128, at GQA
+  // ratios 1, 3 and 8; prefixes inside one step, on a step's end, one past it and ending
+  // mid-chunk (the logits leave 32 slots at a time), and long enough that workgroups take
+  // several steps, the last run cut short. Runs through check_against_cpu on both kernels.
   Backend* gpu = test::vulkan_backend();
   REQUIRE(gpu != nullptr);
   if (gpu->device().matrix_path() != vk::MatrixPath::Cooperative) {
     MESSAGE("skipped: ", gpu->device().matrix_path_detail());
     return;
   }
-  auto check = [&](const ops::WindowScoresShape& shape) {
+  // Each shape also without hits: where one workgroup holds a kv head's rows (group x window <=
+  // 128) the sums come from a second pass over the keys instead of the logits.
+  auto check = [&](ops::WindowScoresShape shape) {
     CHECK(ops::window_logits_on_cooperative_matrices(*gpu, shape));
+    check_against_cpu(shape);
+    shape.hit_k = 0;
     check_against_cpu(shape);
   };
   const uint32_t gqa[][2] = {{4, 4}, {6, 2}, {8, 1}};
@@ -162,6 +167,11 @@ TEST_CASE("window logits on cooperative matrices: tile edges, GQA, head dims, Ro
         const uint32_t hit_k = prefix > 40 ? prefix / 9 : prefix / 2;
         check(make_shape(heads[0], heads[1], 64, window, prefix, hit_k, Dtype::F16, ropes[variant++ % 3]));
       }
+  // Runs of several steps (the host aims at 512 workgroups), without hits (at these lengths
+  // some row's rank-K bound would lie within 1e-5 of a tie in nearly every draw).
+  check_against_cpu(make_shape(8, 2, 128, 16, 40001, 0, Dtype::F16, KVC_ROPE_NEOX));  // sums: 626 steps, 3 a workgroup, the last 2
+  check_against_cpu(make_shape(4, 1, 64, 32, 65900, 0, Dtype::F16));                 // sums: 1030 steps, 3 a workgroup, the last 1
+  check_against_cpu(make_shape(8, 1, 64, 20, 30001, 0, Dtype::F16, KVC_ROPE_NEOX));   // two row tiles, logits: 469 steps, 2 a workgroup, the last 1
   for (uint32_t head_dim : {16u, 48u, 112u, 128u}) {
     check(make_shape(8, 2, head_dim, 17, 300, 40, Dtype::F16, KVC_ROPE_NEOX, head_dim / 2));
     check(make_shape(8, 1, head_dim, 32, 700, 64, Dtype::F16, KVC_ROPE_INTERLEAVED));

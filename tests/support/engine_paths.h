@@ -78,6 +78,13 @@ inline bool is_window_policy(kvc_policy policy) {
   return policy == KVC_POLICY_SNAPKV || policy == KVC_POLICY_PYRAMIDKV || policy == KVC_POLICY_HITKV || policy == KVC_POLICY_PHITKV;
 }
 
+// Policies whose kept slots follow the attention scores of a prompt's queries: on cooperative
+// matrices those carry the queries' f16 rounding, and a near tie may fall otherwise than on the
+// CPU (test_engine_path_vulkan).
+inline bool keeps_by_prompt_scores(kvc_policy policy) {
+  return is_window_policy(policy) || policy == KVC_POLICY_H2O || policy == KVC_POLICY_TOVA || policy == KVC_POLICY_TREEKV;
+}
+
 // Policies that act when the application ends the prompt (kvc_cache_end_prefill).
 inline bool acts_at_prompt_end(kvc_policy policy) {
   return is_window_policy(policy) || policy == KVC_POLICY_FAEDKV || policy == KVC_POLICY_FOURIER;

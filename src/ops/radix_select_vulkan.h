@@ -1,0 +1,27 @@
+// Workgroup size of the kernels built on shaders/include/radix_select.glsl (top_k,
+// window_hit_threshold): one workgroup per row, and a selection's rows are few (the kv heads of a
+// layer, or a layer's window rows), so a row's passes are bound by how many loads its threads
+// keep in flight, and the first pass keeps a thread's keys in registers for the other three:
+// the most threads the device gives, up to 1024 (a 32K row read once).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/error.h"
+#include "vulkan/device.h"
+
+namespace kvc::ops {
+
+inline uint32_t radix_select_workgroup(const vk::Device& device, const char* kernel) {
+  constexpr uint32_t kMax = 1024, kMin = 256;  // kMin: a thread per radix bin
+  // workgroup_scan.glsl's word a thread, the histogram's 256 words and a few more.
+  auto shared_bytes = [](uint32_t threads) { return uint64_t(threads) * 4 + 1024 + 64; };
+  uint32_t size = kMax;
+  while (size > kMin && !device.fits_workgroup(size, shared_bytes(size))) size /= 2;
+  require(device.fits_workgroup(size, shared_bytes(size)), KVC_ERROR_UNSUPPORTED,
+          std::string(kernel) + " needs workgroups of " + std::to_string(kMin) + " threads, more than the device allows");
+  return size;
+}
+
+}  // namespace kvc::ops
