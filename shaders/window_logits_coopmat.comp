@@ -6,13 +6,14 @@
 // devices that list a 16x16x16 f16 x f16 -> f32 subgroup shape, with 32-lane subgroups.
 //
 // A workgroup owns ROW_TILE rows of one kv head (all of them at the kvc-bench shape, 4 heads x
-// 32 queries, so each key is read and rotated once) and a run of steps_per_group slot steps of
-// SLOT_STEP slots; each subgroup owns 16 rows, makes their queries A matrices once and keeps
-// them for the whole run (built per tile of 128 slots, with a global read of the queries
-// between barriers for each of 8 blocks, they were most of a short workgroup's life), and per
-// step computes S = Q K^T for the step's slots, 32 at a time. A step's keys are
-// staged (rotated, f16) in shared memory; the next step's are loaded into registers while the
-// product runs. One (max, sum) partial per row and workgroup: push.num_tiles is the grid's x.
+// 32 queries, so each key is read once) and a run of steps_per_group slot steps of SLOT_STEP
+// slots; each subgroup owns 16 rows, makes their queries A matrices once and keeps them for the
+// whole run (a workgroup per 128-slot tile spent most of its life building them), and per step
+// computes S = Q K^T for the step's slots, 32 at a time. A step's keys are staged in shared
+// memory; the next step's are loaded into registers while the product runs. With RoPE the keys
+// come rotated (f16) from the rope op (rotate_keys): rotating them as they are staged cost each
+// pass a cos/sin pair per key element. One (max, sum) partial per row and workgroup:
+// push.num_tiles is the grid's x.
 // Queries arrive rotated and scaled by 1/sqrt(head_dim) (q_rot, from the rope op); the scale is
 // taken out before rounding to f16, so an unrotated f16 query stays exact, and applied to S in
 // f32, as attention_prefill_coopmat.comp does.
@@ -31,27 +32,22 @@
 
 layout(local_size_x_id = 0) in;  // SUBGROUPS x SUBGROUP_SIZE threads
 layout(constant_id = 1) const uint HEAD_DIM = 128;  // a multiple of 16, <= 128
-layout(constant_id = 2) const uint ROPE_STYLE = 0;
-layout(constant_id = 3) const uint ROTARY_DIMS = 0;
 // What the kernel writes: the logits and the rows' partials; the partials alone (the first of
 // two passes, for indicators that need no logits); or, given the rows' statistics, each slot's
 // probabilities summed over the workgroup's rows (the second pass: SnapKV's vote without the
-// logits' 128 MiB written and read back).
+// logits' 128 MiB written and read back). The host takes OUTPUT_SUMS only where a kv head's rows
+// are one row tile (one workgroup along z): a second would overwrite the sums.
 const uint OUTPUT_LOGITS = 0, OUTPUT_STATISTICS = 1, OUTPUT_SUMS = 2;
-layout(constant_id = 4) const uint OUTPUT = OUTPUT_LOGITS;
+layout(constant_id = 2) const uint OUTPUT = OUTPUT_LOGITS;
 
 #include "elements.glsl"
-#include "rope.glsl"
 
 layout(binding = 0) readonly buffer Query { vec4 q_rot[]; };  // [window][num_q_heads][HEAD_DIM / 4], scaled
-layout(binding = 1) readonly buffer Keys { uvec4 k_halves[]; };  // f16: [kv][slot_stride][HEAD_DIM / 8]
-layout(binding = 1) readonly buffer KeyWords { uint k_words[]; };  // the same keys as key_chunk reads them
-layout(binding = 2) readonly buffer Positions { int positions[]; };  // [kv][slot_stride]; ROPE_STYLE only
-layout(binding = 3) readonly buffer Turns { uvec2 turns[]; };
-layout(binding = 4) writeonly buffer Logits { float logits[]; };    // [num_q_heads][window][num_prefix]
-layout(binding = 4) writeonly buffer Sums { float sums[]; };        // OUTPUT_SUMS: [num_kv_heads][num_prefix]
-layout(binding = 5) writeonly buffer Partials { vec2 partials[]; };  // [num_q_heads * window][num_tiles]
-layout(binding = 5) readonly buffer RowStats { vec2 row_stats[]; };  // OUTPUT_SUMS: [num_q_heads * window] (max, 1 / sum)
+layout(binding = 1) readonly buffer Keys { uvec4 k_halves[]; };  // f16, rotated: [kv][slot_stride][HEAD_DIM / 8]
+layout(binding = 2) writeonly buffer Logits { float logits[]; };    // [num_q_heads][window][num_prefix]
+layout(binding = 2) writeonly buffer Sums { float sums[]; };        // OUTPUT_SUMS: [num_kv_heads][num_prefix]
+layout(binding = 3) writeonly buffer Partials { vec2 partials[]; };  // [num_q_heads * window][num_tiles]
+layout(binding = 3) readonly buffer RowStats { vec2 row_stats[]; };  // OUTPUT_SUMS: [num_q_heads * window] (max, 1 / sum)
 
 layout(push_constant) uniform Push {
   uint num_prefix;
@@ -62,9 +58,6 @@ layout(push_constant) uniform Push {
   uint num_tiles;  // partials per row: the workgroups along x
   uint steps_per_group;
 } push;
-
-const bool KV_F16 = true;  // key_chunk's stored dtype: this kernel takes f16 caches only
-#include "key_chunk.glsl"
 
 // The host takes this kernel only where subgroups are 32 wide: a lane pair per row of 16.
 const uint SUBGROUP_SIZE = 32;
@@ -111,15 +104,12 @@ uvec4 pack_halves(vec4 low, vec4 high) {
   return uvec4(packHalf2x16(low.xy), packHalf2x16(low.zw), packHalf2x16(high.xy), packHalf2x16(high.zw));
 }
 
-// Item `item` ([slot][octet]) of the key step starting at `first_slot`, rotated to its slot's
-// position; zero past the prefix, so that the tile holds no cache slack (NaN in the tests).
+// Item `item` ([slot][octet]) of the key step starting at `first_slot`; zero past the prefix, so
+// that the tile holds no cache slack (NaN in the tests).
 uvec4 key_item(uint kv_head, uint first_slot, uint item) {
   const uint slot = first_slot + item / ROW_OCTETS, octet = item % ROW_OCTETS;
   if (slot >= push.num_prefix) return uvec4(0u);
-  const uint row = kv_head * push.slot_stride + slot;
-  if (ROPE_STYLE == 0) return k_halves[row * ROW_OCTETS + octet];
-  const uint position = uint(positions[row]);
-  return pack_halves(key_chunk(row * HEAD_DIM, 8u * octet, position), key_chunk(row * HEAD_DIM, 8u * octet + 4u, position));
+  return k_halves[(kv_head * push.slot_stride + slot) * ROW_OCTETS + octet];
 }
 
 uvec4 staged_keys[MAX_STAGED];

@@ -60,6 +60,7 @@ enum class ScratchId : uint32_t {
   WindowPartials,
   WindowRowStats,
   WindowHitBounds,
+  WindowKeys,  // the prefix's keys rotated once for the cooperative-matrix window logits
   FrequencyCompressed,
   FreqKvRecent,  // the recent tokens FreqKV keeps whole, on their way past the compressed slots
   AppendKeys,    // a host append's K, staged on the device

@@ -71,24 +71,11 @@ bool rope_on_load() {
   return setting && std::strcmp(setting, "load") == 0;
 }
 
-// Slots per kv head of the keys the rope op rotates once per call for the cooperative-matrix
-// prefill: num_slots rounded up so that every head's rows start where a binding may begin.
-uint32_t rotated_key_stride(const vk::Device& device, const AttentionShape& shape) {
-  const uint64_t alignment = device.properties().limits.minStorageBufferOffsetAlignment;
-  const uint64_t row_bytes = uint64_t(shape.head_dim) * sizeof(uint16_t);
-  uint32_t stride = shape.num_slots;
-  while ((stride * row_bytes) % alignment != 0) ++stride;  // alignment is a power of two <= 256
-  return stride;
-}
-
-uint64_t rotated_key_bytes(const vk::Device& device, const AttentionShape& shape) {
-  return size_product({shape.num_kv_heads, rotated_key_stride(device, shape), shape.head_dim, sizeof(uint16_t)});
-}
+// The keys the rope op rotates once per call for the cooperative-matrix prefill.
+RotatedKeys rotated_keys(const AttentionShape& shape) { return {shape.num_kv_heads, shape.num_slots, shape.head_dim}; }
 
 // Causal chunk attention on cooperative matrices. With RoPE the keys are rotated once into f16
-// scratch by the rope op (one dispatch per kv head; the kernel rounds keys to f16 either way):
-// rotating as the kernel stages them costs a cos/sin pair per key element per workgroup and
-// measured slower (docs/benchmarks.md).
+// scratch by the rope op (rotate_keys).
 void prefill_on_cooperative_matrices(Backend& backend, const AttentionShape& shape, const AttentionArgs& args,
                                      const RopeBindings& rope, Tensor& q_rot, Tensor& lse) {
   const uint32_t dim = shape.head_dim;
@@ -97,18 +84,9 @@ void prefill_on_cooperative_matrices(Backend& backend, const AttentionShape& sha
   View keys = args.k;
   uint32_t key_slot_stride = shape.slot_stride;
   if (rope.style != 0 && !rotate_on_load) {
-    key_slot_stride = rotated_key_stride(backend.device(), shape);
-    const size_t head_bytes = size_t(key_slot_stride) * dim * sizeof(uint16_t);
-    Tensor& rotated = backend.scratch(ScratchId::AttentionKeys, rotated_key_bytes(backend.device(), shape));
-    const RopeShape rope_shape{shape.num_slots, 1, dim, shape.dtype, shape.rope, 1.0f, Dtype::F16};
-    for (uint32_t kv_head = 0; kv_head < shape.num_kv_heads; ++kv_head) {
-      const size_t first = size_t(kv_head) * shape.slot_stride;
-      rope_vulkan(backend, rope_shape,
-                  {View{args.k.tensor, args.k.offset + first * dim * dtype_size(shape.dtype)},
-                   View{args.positions.tensor, args.positions.offset + first * sizeof(int32_t)}, args.turn_table,
-                   View{&rotated, kv_head * head_bytes}});
-    }
-    keys = view(rotated);
+    key_slot_stride = rotated_keys(shape).slot_stride(backend.device());
+    keys = rotate_keys(backend, ScratchId::AttentionKeys, rotated_keys(shape), shape.slot_stride, shape.dtype, shape.rope, args.k,
+                       args.positions, args.turn_table);
   }
   const uint32_t group = shape.num_q_heads / shape.num_kv_heads;
   const CoopmatPush push{shape.num_slots, key_slot_stride, shape.slot_stride, shape.num_queries, group, shape.num_q_heads};
@@ -128,11 +106,7 @@ bool attention_on_cooperative_matrices(Backend& backend, const AttentionShape& s
   const vk::Device& device = backend.device();
   if (device.matrix_path() != vk::MatrixPath::Cooperative || coopmat_subgroups(device, shape.head_dim) == 0) return false;
   if (rope_style_constant(shape.key_rope()) == 0 || rope_on_load()) return true;
-  // With RoPE the rope op reads each kv head's keys at their own offset, which must meet the
-  // device's alignment, and writes them rotated to scratch, which one binding must cover.
-  const uint64_t head_bytes = uint64_t(shape.slot_stride) * shape.head_dim * dtype_size(shape.dtype);
-  return head_bytes % device.properties().limits.minStorageBufferOffsetAlignment == 0 &&
-         rotated_key_bytes(device, shape) <= backend.tensor_limit().bytes;
+  return rotated_keys(shape).possible(backend, shape.slot_stride, shape.dtype);
 }
 
 DecodeSplits record_decode_splits(Backend& backend, const AttentionShape& shape, const AttentionArgs& args) {

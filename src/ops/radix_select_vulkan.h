@@ -1,8 +1,7 @@
 // Workgroup size of the kernels built on shaders/include/radix_select.glsl (top_k,
 // window_hit_threshold): one workgroup per row, and a selection's rows are few (the kv heads of a
 // layer, or a layer's window rows), so a row's passes are bound by how many loads its threads
-// keep in flight, and the first pass keeps a thread's keys in registers for the other three:
-// the most threads the device gives, up to 1024 (a 32K row read once).
+// keep in flight: the most threads the device gives, up to 1024.
 #pragma once
 
 #include <cstdint>

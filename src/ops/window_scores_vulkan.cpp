@@ -25,10 +25,8 @@ constexpr uint32_t kLogitsSlotTile = 128;
 // window_logits_coopmat: the same row tiles, 8 subgroups of 32 lanes with 16 rows each, and
 // per workgroup a run of 64-slot steps, so that about kCoopmatWorkgroups workgroups share the
 // prefix (each makes its queries A matrices once and loads a step's keys during the last
-// step's product). Its shared memory is the larger of the row tile's queries ([row][head_dim / 8
-// + 1] 16-byte items) and a step's keys ([slot][head_dim / 8 + 1]) beside the subgroups'
-// scratches (16 rows x (32 slots / 4 + 1) items each): 35 KiB at head_dim 128, within the 48
-// KiB NVIDIA's Vulkan driver offers.
+// step's product). Its shared memory (coopmat_shared_bytes) is 38 KiB at head_dim 128, within
+// the 48 KiB NVIDIA's Vulkan driver offers.
 constexpr uint32_t kCoopmatSubgroups = 8;
 constexpr uint32_t kCoopmatRows = 16;        // rows per subgroup (the matrix size)
 constexpr uint32_t kCoopmatSlotStep = 64;    // the shader's SLOT_STEP
@@ -37,7 +35,7 @@ constexpr uint32_t kCoopmatMaxHeadDim = 128;
 constexpr uint32_t kCoopmatScratchItems = kCoopmatRows * (kCoopmatChunkSlots / 4 + 1);
 constexpr uint32_t kCoopmatWorkgroups = 256;  // about two per SM on large GPUs (H100: 256 58.9 us a pass, 512 63.6, 1024 70.6)
 static_assert(kCoopmatSubgroups * kCoopmatRows == kLogitsRowTile, "both logits kernels take the same row tiles");
-constexpr uint32_t kSoftmaxWorkgroup = 64;  // merges num_prefix / 128 tiles: 256 at the 32K prefix
+constexpr uint32_t kSoftmaxWorkgroup = 64;  // merges a row's partials: 256 at the 32K prefix on SIMT, 32 on cooperative matrices
 constexpr uint32_t kSumWorkgroup = 256;
 
 // window_logits_coopmat's OUTPUT.
@@ -49,13 +47,18 @@ struct WindowPush {
   uint32_t steps_per_group;  // window_logits_coopmat's slot steps per workgroup
 };
 
-// Also the row tile's statistics (8 bytes a row) and the subgroups' column sums of a step (4
-// bytes a slot each), which OUTPUT_SUMS uses.
+// The larger of the row tile's queries ([row][head_dim / 8 + 1] 16-byte items) and a step's keys
+// ([slot][head_dim / 8 + 1]) beside the subgroups' scratches (16 rows x (32 slots / 4 + 1) items
+// each), then the row tile's statistics (8 bytes a row) and the subgroups' column sums of a step
+// (4 bytes a slot each), which OUTPUT_SUMS uses.
 uint32_t coopmat_shared_bytes(uint32_t head_dim) {
   const uint32_t row_items = head_dim / 8 + 1;
   return 16 * std::max(kLogitsRowTile * row_items, kCoopmatSlotStep * row_items + kCoopmatSubgroups * kCoopmatScratchItems) +
          kLogitsRowTile * 8 + kCoopmatSubgroups * kCoopmatSlotStep * 4;
 }
+
+// With RoPE window_logits_coopmat reads the prefix's keys rotated once by the rope op.
+RotatedKeys rotated_prefix(const WindowScoresShape& shape) { return {shape.num_kv_heads, shape.num_prefix(), shape.head_dim}; }
 
 }  // namespace
 
@@ -64,7 +67,8 @@ bool window_logits_on_cooperative_matrices(Backend& backend, const WindowScoresS
     return false;
   const vk::Device& device = backend.device();
   return device.matrix_path() == vk::MatrixPath::Cooperative &&
-         device.fits_workgroup(kCoopmatSubgroups * vk::kCooperativeSubgroupSize, coopmat_shared_bytes(shape.head_dim));
+         device.fits_workgroup(kCoopmatSubgroups * vk::kCooperativeSubgroupSize, coopmat_shared_bytes(shape.head_dim)) &&
+         (!shape.rope.enabled() || rotated_prefix(shape).possible(backend, shape.slot_stride, shape.dtype));
 }
 
 void window_scores_vulkan(Backend& backend, const WindowScoresShape& shape, const WindowScoresArgs& args) {
@@ -99,40 +103,50 @@ void window_scores_vulkan(Backend& backend, const WindowScoresShape& shape, cons
   const uint32_t steps_per_group =
       cooperative ? group_count(uint64_t(slot_steps) * shape.num_kv_heads * row_tiles, kCoopmatWorkgroups) : 0;
   const uint32_t num_tiles = cooperative ? group_count(slot_steps, steps_per_group) : group_count(prefix, kLogitsSlotTile);
-  const vk::BufferSlice logits = sums_in_second_pass ? slice(args.cumulative) : slice(view(backend.scratch(ScratchId::WindowLogits, logit_bytes)));
+  const vk::BufferSlice logits =
+      sums_in_second_pass ? slice(args.cumulative) : slice(view(backend.scratch(ScratchId::WindowLogits, logit_bytes)));
   Tensor& partials = backend.scratch(ScratchId::WindowPartials, size_t(rows) * num_tiles * 8);
   Tensor& row_stats = backend.scratch(ScratchId::WindowRowStats, size_t(rows) * 8);
 
   const WindowPush push{prefix, shape.slot_stride, shape.window, group, shape.num_q_heads, num_tiles, steps_per_group};
+  // window_logits_coopmat's keys: the cache's, or with RoPE the prefix's rotated once.
+  View coopmat_keys = args.k;
+  WindowPush coopmat_push = push;
+  if (cooperative && rope_style != 0) {
+    coopmat_keys = rotate_keys(backend, ScratchId::WindowKeys, rotated_prefix(shape), shape.slot_stride, shape.dtype, shape.rope,
+                               args.k, args.positions, args.turn_table);
+    coopmat_push.slot_stride = rotated_prefix(shape).slot_stride(backend.device());
+  }
   const std::vector<uint32_t> key_constants{dim, f16, rope_style, rotary_dims};
   auto constants = [&](uint32_t workgroup) {
     std::vector<uint32_t> all{workgroup};
     all.insert(all.end(), key_constants.begin(), key_constants.end());
     return all;
   };
-  auto coopmat_kernel = [&](CoopmatOutput output) {
-    return vk::KernelSpec{"window_logits_coopmat", 6, sizeof(WindowPush),
-                          {kCoopmatSubgroups * vk::kCooperativeSubgroupSize, dim, rope_style, rotary_dims, uint32_t(output)}};
+  auto coopmat_pass = [&](CoopmatOutput output, const vk::BufferSlice& out, const vk::BufferSlice& rows_out) {
+    recorder.dispatch({"window_logits_coopmat", 4, sizeof(WindowPush),
+                       {kCoopmatSubgroups * vk::kCooperativeSubgroupSize, dim, uint32_t(output)}},
+                      {slice(view(q_rot)), slice(coopmat_keys), out, rows_out}, &coopmat_push, num_tiles, shape.num_kv_heads, row_tiles);
   };
-  const vk::KernelSpec logits_kernel =
-      cooperative ? coopmat_kernel(sums_in_second_pass ? CoopmatOutput::Statistics : CoopmatOutput::Logits)
-                  : vk::KernelSpec{"window_logits", 6, sizeof(WindowPush), constants(kLogitsWorkgroup)};
-  recorder.dispatch(logits_kernel, {slice(view(q_rot)), slice(args.k), positions, turns, logits, slice(view(partials))}, &push,
-                    num_tiles, shape.num_kv_heads, row_tiles);
+  if (cooperative)
+    coopmat_pass(sums_in_second_pass ? CoopmatOutput::Statistics : CoopmatOutput::Logits, logits, slice(view(partials)));
+  else
+    recorder.dispatch({"window_logits", 6, sizeof(WindowPush), constants(kLogitsWorkgroup)},
+                      {slice(view(q_rot)), slice(args.k), positions, turns, logits, slice(view(partials))}, &push, num_tiles,
+                      shape.num_kv_heads, row_tiles);
   recorder.dispatch({"window_softmax", 6, sizeof(WindowPush), constants(kSoftmaxWorkgroup)},
                     {slice(view(q_rot)), slice(args.k), positions, turns, slice(view(partials)), slice(view(row_stats))}, &push,
                     group_count(rows, 1));
   if (sums_in_second_pass) {
-    recorder.dispatch(coopmat_kernel(CoopmatOutput::Sums),
-                      {slice(view(q_rot)), slice(args.k), positions, turns, slice(args.cumulative), slice(view(row_stats))}, &push,
-                      num_tiles, shape.num_kv_heads, row_tiles);
+    coopmat_pass(CoopmatOutput::Sums, slice(args.cumulative), slice(view(row_stats)));
     return;
   }
   Tensor& bounds = backend.scratch(ScratchId::WindowHitBounds, count_hits ? size_t(rows) * 8 : 8);
   if (count_hits) {
     const uint32_t threshold_push[] = {prefix, shape.hit_k};
-    recorder.dispatch({"window_hit_threshold", 2, sizeof(threshold_push), {radix_select_workgroup(backend.device(), "window_hit_threshold")}},
-                      {logits, slice(view(bounds))}, threshold_push, group_count(rows, 1));
+    const uint32_t threads = radix_select_workgroup(backend.device(), "window_hit_threshold");
+    recorder.dispatch({"window_hit_threshold", 2, sizeof(threshold_push), {threads}}, {logits, slice(view(bounds))}, threshold_push,
+                      group_count(rows, 1));
   }
   recorder.dispatch({"window_sum", 5, sizeof(WindowPush), {kSumWorkgroup, count_hits}},
                     {logits, slice(view(row_stats)), slice(args.cumulative), slice(view(bounds)), slice_or(args.hits, args.cumulative)},
