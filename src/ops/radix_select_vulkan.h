@@ -13,9 +13,9 @@
 namespace kvc::ops {
 
 inline uint32_t radix_select_workgroup(const vk::Device& device, const char* kernel) {
-  constexpr uint32_t kMax = 1024, kMin = 256;  // kMin: a thread per radix bin
-  // workgroup_scan.glsl's word a thread, the histogram's 256 words and a few more.
-  auto shared_bytes = [](uint32_t threads) { return uint64_t(threads) * 4 + 1024 + 64; };
+  constexpr uint32_t kMax = 1024, kMin = 256;  // kMin: at most 8 of the 2048 radix bins a thread
+  // workgroup_scan.glsl's word a thread, the histogram's 2048 words and a few more.
+  auto shared_bytes = [](uint32_t threads) { return uint64_t(threads) * 4 + 8192 + 64; };
   uint32_t size = kMax;
   while (size > kMin && !device.fits_workgroup(size, shared_bytes(size))) size /= 2;
   require(device.fits_workgroup(size, shared_bytes(size)), KVC_ERROR_UNSUPPORTED,

@@ -1,5 +1,6 @@
-// One workgroup per row: a radix select (four 8-bit histogram passes) finds the k-th largest
-// key and how many keys equal to it to take, then one ordered pass writes the selection.
+// One workgroup per row: a radix select (three histogram passes, of 11, 11 and 10 bits) finds
+// the k-th largest key and how many keys equal to it to take, then one ordered pass writes the
+// selection.
 #include "ops/radix_select_vulkan.h"
 #include "ops/top_k.h"
 #include "ops/vulkan_args.h"
