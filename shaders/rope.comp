@@ -27,6 +27,7 @@ layout(push_constant) uniform Push {
   uint num_heads;
   float out_scale;
   uint positions_first;  // element of positions[] that token 0 reads
+  uint in_first;         // element of the input that row 0 starts at (a multiple of 4)
 } push;
 
 const bool KV_F16 = IN_F16;
@@ -44,20 +45,20 @@ void main() {
   for (uint item = gl_GlobalInvocationID.x; item < items; item += gl_NumWorkGroups.x * gl_WorkGroupSize.x) {
     const uint row = item / kItemsPerRow;
     const uint k = item % kItemsPerRow;
-    const uint base = row * HEAD_DIM;
+    const uint base = row * HEAD_DIM, in_base = push.in_first + base;
     if (OUT_F16) {
-      const vec4 y = key_chunk(base, 4u * k, row_position(row)) * push.out_scale;
+      const vec4 y = key_chunk(in_base, 4u * k, row_position(row)) * push.out_scale;
       out_quads[item] = uvec2(packHalf2x16(y.xy), packHalf2x16(y.zw));
     } else if (k < ROTARY_DIMS / 2) {
       const uvec2 dims = rope_pair_dims(k);
       const uint position = row_position(row);
-      const vec2 x = vec2(KVC_LOAD_ELEMENT(in_words, IN_F16, base + dims.x), KVC_LOAD_ELEMENT(in_words, IN_F16, base + dims.y));
+      const vec2 x = vec2(KVC_LOAD_ELEMENT(in_words, IN_F16, in_base + dims.x), KVC_LOAD_ELEMENT(in_words, IN_F16, in_base + dims.y));
       const vec2 y = rope_rotate(x, rope_cos_sin(position, turns[k])) * push.out_scale;
       out_values[base + dims.x] = y.x;
       out_values[base + dims.y] = y.y;
     } else {
       const uint d = ROTARY_DIMS + (k - ROTARY_DIMS / 2);
-      out_values[base + d] = KVC_LOAD_ELEMENT(in_words, IN_F16, base + d) * push.out_scale;
+      out_values[base + d] = KVC_LOAD_ELEMENT(in_words, IN_F16, in_base + d) * push.out_scale;
     }
   }
 }

@@ -74,7 +74,8 @@ const uint ROW_OCTETS = HEAD_DIM / 8;  // a key or query row in uvec4 items of 8
 // item so that consecutive rows start in different banks. First the workgroup's queries pass
 // through it to A matrices; then it holds a step's key tile and, after it, each subgroup's
 // scratch, which carries S out CHUNK_SLOTS slots at a time (16 rows of f32, padded by one
-// item): 35 KiB at head_dim 128, within the 48 KiB NVIDIA's Vulkan driver offers.
+// item): 35 KiB at head_dim 128, 38 KiB with OUTPUT_SUMS' statistics and column sums (below),
+// within the 48 KiB NVIDIA's Vulkan driver offers.
 const uint ROW_STRIDE = ROW_OCTETS + 1;
 const uint QUERY_ITEMS = ROW_TILE * ROW_STRIDE;
 const uint KEY_ITEMS = SLOT_STEP * ROW_STRIDE;

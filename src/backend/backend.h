@@ -53,14 +53,13 @@ enum class ScratchId : uint32_t {
   AttentionPartials,
   AttentionLse,
   AttentionLogits,
-  AttentionKeys,  // keys rotated once per call for the cooperative-matrix prefill
+  RotatedKeys,  // keys rotated once per call for a cooperative-matrix kernel (prefill attention, window logits)
   AttentionBatchTable,  // batched decode: each cache's slots and splits, each split's cache
   WindowQuery,
   WindowLogits,
   WindowPartials,
   WindowRowStats,
   WindowHitBounds,
-  WindowKeys,  // the prefix's keys rotated once for the cooperative-matrix window logits
   FrequencyCompressed,
   FreqKvRecent,  // the recent tokens FreqKV keeps whole, on their way past the compressed slots
   AppendKeys,    // a host append's K, staged on the device

@@ -50,7 +50,8 @@ struct AttentionArgs {
 void attention(Backend& backend, const AttentionShape& shape, const AttentionArgs& args);
 // Whether attention_vulkan runs this chunk on cooperative matrices: the device's path is
 // cooperative (vk::Device::matrix_path), the chunk has more than one query, the cache is f16
-// and head_dim a multiple of 16 up to 128, and the workgroup fits the device.
+// and head_dim a multiple of 16 up to 128, the workgroup fits the device, and with RoPE the keys
+// rotated once (rotated_reads_vulkan.h) fit one binding.
 bool attention_on_cooperative_matrices(Backend& backend, const AttentionShape& shape);
 void attention_cpu(const AttentionShape& shape, const AttentionArgs& args);
 void attention_vulkan(Backend& backend, const AttentionShape& shape, const AttentionArgs& args);

@@ -85,8 +85,8 @@ void prefill_on_cooperative_matrices(Backend& backend, const AttentionShape& sha
   uint32_t key_slot_stride = shape.slot_stride;
   if (rope.style != 0 && !rotate_on_load) {
     key_slot_stride = rotated_keys(shape).slot_stride(backend.device());
-    keys = rotate_keys(backend, ScratchId::AttentionKeys, rotated_keys(shape), shape.slot_stride, shape.dtype, shape.rope, args.k,
-                       args.positions, args.turn_table);
+    keys = rotate_keys(backend, rotated_keys(shape), shape.slot_stride, shape.dtype, shape.rope, args.k, args.positions,
+                       args.turn_table);
   }
   const uint32_t group = shape.num_q_heads / shape.num_kv_heads;
   const CoopmatPush push{shape.num_slots, key_slot_stride, shape.slot_stride, shape.num_queries, group, shape.num_q_heads};
@@ -106,7 +106,7 @@ bool attention_on_cooperative_matrices(Backend& backend, const AttentionShape& s
   const vk::Device& device = backend.device();
   if (device.matrix_path() != vk::MatrixPath::Cooperative || coopmat_subgroups(device, shape.head_dim) == 0) return false;
   if (rope_style_constant(shape.key_rope()) == 0 || rope_on_load()) return true;
-  return rotated_keys(shape).possible(backend, shape.slot_stride, shape.dtype);
+  return rotated_keys(shape).possible(backend);
 }
 
 DecodeSplits record_decode_splits(Backend& backend, const AttentionShape& shape, const AttentionArgs& args) {

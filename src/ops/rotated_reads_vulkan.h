@@ -53,22 +53,17 @@ struct RotatedKeys {
   uint64_t bytes(const vk::Device& device) const {
     return size_product({num_kv_heads, slot_stride(device), head_dim, sizeof(uint16_t)});
   }
-  // Whether rotate_keys can take keys k_slot_stride slots a kv head apart: the rope op reads
-  // each head's at its own offset, which must meet the device's alignment, and one binding must
-  // cover the rotated keys.
-  bool possible(const Backend& backend, uint32_t k_slot_stride, Dtype dtype) const {
-    const vk::Device& device = backend.device();
-    const uint64_t head_bytes = uint64_t(k_slot_stride) * head_dim * dtype_size(dtype);
-    return head_bytes % device.properties().limits.minStorageBufferOffsetAlignment == 0 && bytes(device) <= backend.tensor_limit().bytes;
-  }
+  // Whether rotate_keys can make them: one binding must cover the rotated keys (the rope op
+  // reads each kv head's at any offset).
+  bool possible(const Backend& backend) const { return bytes(backend.device()) <= backend.tensor_limit().bytes; }
 };
 
 // k ([num_kv_heads][k_slot_stride][head_dim], dtype) rotated to positions (int32, the same
-// layout) into `scratch` as `keys` describes, one rope dispatch per kv head.
-inline View rotate_keys(Backend& backend, ScratchId scratch, const RotatedKeys& keys, uint32_t k_slot_stride, Dtype dtype,
-                        const RopeParams& rope, const View& k, const View& positions, const View& turn_table) {
+// layout) into the RotatedKeys scratch as `keys` describes, one rope dispatch per kv head.
+inline View rotate_keys(Backend& backend, const RotatedKeys& keys, uint32_t k_slot_stride, Dtype dtype, const RopeParams& rope,
+                        const View& k, const View& positions, const View& turn_table) {
   const vk::Device& device = backend.device();
-  Tensor& rotated = backend.scratch(scratch, keys.bytes(device));
+  Tensor& rotated = backend.scratch(ScratchId::RotatedKeys, keys.bytes(device));
   const size_t head_bytes = size_t(keys.slot_stride(device)) * keys.head_dim * sizeof(uint16_t);
   const RopeShape rope_shape{keys.num_slots, 1, keys.head_dim, dtype, rope, 1.0f, Dtype::F16};
   for (uint32_t kv_head = 0; kv_head < keys.num_kv_heads; ++kv_head) {

@@ -45,7 +45,8 @@ struct WindowScoresArgs {
 void window_scores(Backend& backend, const WindowScoresShape& shape, const WindowScoresArgs& args);
 // Whether window_scores_vulkan computes the logits on cooperative matrices: the device's path is
 // cooperative (vk::Device::matrix_path), the cache is f16, head_dim a multiple of 16 up to 128,
-// and the workgroup fits the device.
+// the workgroup fits the device, and with RoPE the prefix's keys rotated once
+// (rotated_reads_vulkan.h) fit one binding.
 bool window_logits_on_cooperative_matrices(Backend& backend, const WindowScoresShape& shape);
 void window_scores_cpu(const WindowScoresShape& shape, const WindowScoresArgs& args);
 void window_scores_vulkan(Backend& backend, const WindowScoresShape& shape, const WindowScoresArgs& args);

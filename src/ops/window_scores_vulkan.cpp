@@ -68,7 +68,7 @@ bool window_logits_on_cooperative_matrices(Backend& backend, const WindowScoresS
   const vk::Device& device = backend.device();
   return device.matrix_path() == vk::MatrixPath::Cooperative &&
          device.fits_workgroup(kCoopmatSubgroups * vk::kCooperativeSubgroupSize, coopmat_shared_bytes(shape.head_dim)) &&
-         (!shape.rope.enabled() || rotated_prefix(shape).possible(backend, shape.slot_stride, shape.dtype));
+         (!shape.rope.enabled() || rotated_prefix(shape).possible(backend));
 }
 
 void window_scores_vulkan(Backend& backend, const WindowScoresShape& shape, const WindowScoresArgs& args) {
@@ -113,8 +113,8 @@ void window_scores_vulkan(Backend& backend, const WindowScoresShape& shape, cons
   View coopmat_keys = args.k;
   WindowPush coopmat_push = push;
   if (cooperative && rope_style != 0) {
-    coopmat_keys = rotate_keys(backend, ScratchId::WindowKeys, rotated_prefix(shape), shape.slot_stride, shape.dtype, shape.rope,
-                               args.k, args.positions, args.turn_table);
+    coopmat_keys = rotate_keys(backend, rotated_prefix(shape), shape.slot_stride, shape.dtype, shape.rope, args.k, args.positions,
+                               args.turn_table);
     coopmat_push.slot_stride = rotated_prefix(shape).slot_stride(backend.device());
   }
   const std::vector<uint32_t> key_constants{dim, f16, rope_style, rotary_dims};

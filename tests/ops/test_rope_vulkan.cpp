@@ -1,6 +1,6 @@
 // The Vulkan RoPE against the CPU reference, for both styles, partial rotary dims, f32 and
-// f16 input and output, and positions up to 2^24 (where a float angle would have lost all
-// precision).
+// f16 input and output, positions up to 2^24 (where a float angle would have lost all
+// precision), and input and positions at offsets below a binding's alignment.
 #include <doctest/doctest.h>
 
 #include "ops/rope.h"
@@ -20,7 +20,11 @@ TEST_CASE("rope on Vulkan equals the CPU reference") {
             const uint32_t tokens = 1 + test::rng()() % 37, heads = 1 + test::rng()() % 5;
             ops::RopeShape shape{tokens, heads, head_dim, dtype, {style, rotary_dims, 500000.0}, 0.125f, out_dtype};
             std::vector<float> input = test::random_floats(size_t(tokens) * heads * head_dim);
-            const std::vector<unsigned char> input_bytes = test::encode(input, dtype);
+            // Four elements before the rows: the input starts 8 bytes (f16) or 16 (f32) into its
+            // tensor, below most devices' binding alignment, as a kv head's keys may in a cache.
+            std::vector<float> stored(4, 0.0f);
+            stored.insert(stored.end(), input.begin(), input.end());
+            const std::vector<unsigned char> input_bytes = test::encode(stored, dtype);
             std::vector<int32_t> positions(tokens + 2);
             for (int32_t& p : positions) p = position(test::rng());
             const std::vector<uint32_t> turns = ops::rope_turn_table(shape.rope);
@@ -32,8 +36,8 @@ TEST_CASE("rope on Vulkan equals the CPU reference") {
               const size_t out_bytes = input.size() * dtype_size(out_dtype);
               auto out = test::make_poisoned(*backend, out_bytes);
               backend->begin();
-              // Token 0 reads positions[2]: an offset view must be honoured.
-              ops::rope(*backend, shape, {view(*in), View{pos.get(), 8}, view(*table), view(*out)});
+              // Token 0 reads positions[2]: offset views must be honoured.
+              ops::rope(*backend, shape, {View{in.get(), 4 * dtype_size(dtype)}, View{pos.get(), 8}, view(*table), view(*out)});
               backend->submit();
               results.push_back(test::decode(test::read_tensor(*backend, *out, out_bytes), out_dtype));
             }

@@ -1,5 +1,5 @@
 // Vulkan window scores against the CPU reference on fresh random inputs: GQA ratios 1, 3
-// and 8, head_dim 16 to 128, windows of 1 to 32, prefixes of 7 to 65900, RoPE (NeoX, interleaved,
+// and 8, head_dim 16 to 128, windows of 1 to 32, prefixes of 7 to 65700, RoPE (NeoX, interleaved,
 // partial) or not, f32/f16; group x window of 4 to 256 rows (one or two row tiles of the logits
 // kernel), prefixes that end inside a slot tile; hits for K from 1 to the whole prefix, with and
 // without ties. f16 shapes run on both logits kernels where the device has cooperative matrices

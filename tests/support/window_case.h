@@ -31,11 +31,21 @@ struct WindowCase {
     problem.k = random_floats(size_t(shape.num_kv_heads) * shape.slot_stride * shape.head_dim);
     encode(problem.q, shape.dtype);
     encode(problem.k, shape.dtype);
+    // Each kv head's prefix has its own positions (as after a compaction, which keeps other
+    // slots per head); the window's are the same for every head, after every prefix's.
     problem.positions.resize(size_t(shape.num_kv_heads) * shape.slot_stride);
-    int32_t position = 0;
-    for (uint32_t slot = 0; slot < shape.slot_stride; ++slot) {
-      position += 1 + int32_t(rng()() % 3);
-      for (uint32_t head = 0; head < shape.num_kv_heads; ++head) problem.positions[size_t(head) * shape.slot_stride + slot] = position;
+    int32_t last = 0;
+    for (uint32_t head = 0; head < shape.num_kv_heads; ++head) {
+      int32_t position = 0;
+      for (uint32_t slot = 0; slot < shape.num_prefix(); ++slot) {
+        position += 1 + int32_t(rng()() % 3);
+        problem.positions[size_t(head) * shape.slot_stride + slot] = position;
+      }
+      last = std::max(last, position);
+    }
+    for (uint32_t slot = shape.num_prefix(); slot < shape.slot_stride; ++slot) {
+      last += 1 + int32_t(rng()() % 3);
+      for (uint32_t head = 0; head < shape.num_kv_heads; ++head) problem.positions[size_t(head) * shape.slot_stride + slot] = last;
     }
     return problem;
   }
