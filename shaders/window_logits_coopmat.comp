@@ -43,7 +43,7 @@ layout(constant_id = 2) const uint OUTPUT = OUTPUT_LOGITS;
 #include "elements.glsl"
 
 layout(binding = 0) readonly buffer Query { vec4 q_rot[]; };  // [window][num_q_heads][HEAD_DIM / 4], scaled
-layout(binding = 1) readonly buffer Keys { uvec4 k_halves[]; };  // f16, rotated: [kv][slot_stride][HEAD_DIM / 8]
+layout(binding = 1) readonly buffer Keys { uvec4 k_halves[]; };  // f16, rotated if RoPE applies: [kv][slot_stride][HEAD_DIM / 8]
 layout(binding = 2) writeonly buffer Logits { float logits[]; };    // [num_q_heads][window][num_prefix]
 layout(binding = 2) writeonly buffer Sums { float sums[]; };        // OUTPUT_SUMS: [num_kv_heads][num_prefix]
 layout(binding = 3) writeonly buffer Partials { vec2 partials[]; };  // [num_q_heads * window][num_tiles]

@@ -1,7 +1,6 @@
 #include <algorithm>
 
 #include "common/error.h"
-
 #include "ops/rope.h"
 #include "ops/vulkan_args.h"
 
@@ -33,8 +32,9 @@ void rope_vulkan(Backend& backend, const RopeShape& shape, const RopeArgs& args)
   // As the shader's kItemsPerRow.
   const uint64_t items_per_row = shape.out_dtype == Dtype::F16 ? shape.head_dim / 4 : rotary_dims / 2 + shape.head_dim - rotary_dims;
   const uint64_t items = uint64_t(push.num_rows) * items_per_row;
-  backend.recorder().dispatch(spec, {slice(View{args.in.tensor, 0}), slice(positions), slice_or(args.turn_table, args.out), slice(args.out)},
-                    &push, std::min<uint32_t>(group_count_unbounded(items, kWorkgroupSize), 65535u));
+  backend.recorder().dispatch(spec,
+                              {slice(View{args.in.tensor, 0}), slice(positions), slice_or(args.turn_table, args.out), slice(args.out)},
+                              &push, std::min<uint32_t>(group_count_unbounded(items, kWorkgroupSize), 65535u));
 }
 
 }  // namespace kvc::ops
