@@ -20,7 +20,8 @@ void top_k_vulkan(Backend& backend, const TopKShape& shape, const TopKArgs& args
   if (shape.num_rows == 0 || shape.k == 0) return;
   const TopKPush push{shape.row_length, shape.row_stride, shape.k, shape.index_stride, shape.priority_min};
   const bool has_priority = static_cast<bool>(args.priority);
-  backend.recorder().dispatch({"top_k", 3, sizeof(TopKPush), {radix_select_workgroup(backend.device(), "top_k"), kRunLength, has_priority}},
+  const uint32_t threads = radix_select_workgroup(backend.device(), "top_k");
+  backend.recorder().dispatch({"top_k", 3, sizeof(TopKPush), {threads, kRunLength, has_priority}},
                               {slice(args.scores), slice_or(args.priority, args.scores), slice(args.indices)}, &push,
                               shape.num_rows);
 }
