@@ -257,13 +257,36 @@ Tensor::Tensor(Backend& backend, size_t bytes) : backend_(backend), bytes_(bytes
 Tensor::Tensor(Backend& backend, std::unique_ptr<vk::Buffer> borrowed, size_t offset, size_t bytes)
     : backend_(backend), bytes_(bytes), buffer_offset_(offset), buffer_(std::move(borrowed)) {}
 
+Tensor::Tensor(std::shared_ptr<Tensor> whole, size_t offset, size_t bytes)
+    : backend_(whole->backend()), bytes_(bytes), buffer_offset_(offset), whole_(std::move(whole)) {}
+
+void* Tensor::host() { return whole_ ? static_cast<unsigned char*>(whole_->host()) + buffer_offset_ : host_.data(); }
+
 Tensor::~Tensor() {
   if (buffer_) backend_.release(std::move(buffer_));
 }
 
 vk::BufferSlice Tensor::slice(size_t offset, size_t bytes) const {
+  if (whole_) return whole_->slice(buffer_offset_ + offset, bytes);
   require(buffer_ != nullptr, KVC_ERROR_INTERNAL, "Vulkan buffer asked of a CPU tensor");
   return {buffer_.get(), buffer_offset_ + offset, bytes};
+}
+
+std::vector<std::shared_ptr<Tensor>> make_parts(Backend& backend, const std::vector<size_t>& sizes) {
+  std::vector<size_t> offsets;
+  size_t total = 0;
+  for (size_t bytes : sizes) {
+    offsets.push_back(total);
+    total += (bytes + kPartAlignment - 1) / kPartAlignment * kPartAlignment;
+  }
+  std::vector<std::shared_ptr<Tensor>> parts;
+  if (!backend.is_cpu() && total > backend.device().max_allocation_bytes()) {
+    for (size_t bytes : sizes) parts.push_back(std::make_shared<Tensor>(backend, bytes));
+    return parts;
+  }
+  const auto whole = std::make_shared<Tensor>(backend, total);
+  for (size_t i = 0; i < sizes.size(); ++i) parts.push_back(std::make_shared<Tensor>(whole, offsets[i], sizes[i]));
+  return parts;
 }
 
 }  // namespace kvc

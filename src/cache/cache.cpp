@@ -55,7 +55,8 @@ Cache::Cache(Backend& backend, const CacheConfig& config)
                           " bytes)";
                  });
   layers_.resize(config_.num_layers);
-  for (LayerState& layer : layers_) allocate_storage(layer, slot_stride);
+  for (uint32_t layer = 0; layer < config_.num_layers; ++layer)
+    replace_storage(layer, make_layer_storage(backend, config_, slot_stride), slot_stride);
   policy_->allocate_device_state(backend);
   if (config_.rope.enabled()) {
     const std::vector<uint32_t> turns = ops::rope_turn_table(config_.rope);
@@ -64,14 +65,6 @@ Cache::Cache(Backend& backend, const CacheConfig& config)
     backend.upload(turns.data(), turns.size() * sizeof(uint32_t), *rope_turns_, 0);
     backend.submit();
   }
-}
-
-void Cache::allocate_storage(LayerState& layer, uint32_t slot_stride) {
-  const size_t rows = size_t(config_.num_kv_heads) * slot_stride;
-  layer.k = std::make_unique<Tensor>(backend_, rows * config_.head_dim * dtype_size(config_.dtype));
-  layer.v = std::make_unique<Tensor>(backend_, rows * config_.head_dim * dtype_size(config_.dtype));
-  layer.positions = std::make_unique<Tensor>(backend_, rows * sizeof(int32_t));
-  layer.slot_stride = slot_stride;
 }
 
 Cache::~Cache() { backend_.withdraw(*this); }
@@ -98,12 +91,11 @@ void Cache::begin_change() {
   backend_.enlist(*this);
 }
 
-void Cache::replace_storage(uint32_t layer_index, std::shared_ptr<Tensor> k, std::shared_ptr<Tensor> v,
-                            std::shared_ptr<Tensor> positions, uint32_t slot_stride) {
+void Cache::replace_storage(uint32_t layer_index, LayerStorage storage, uint32_t slot_stride) {
   LayerState& layer = layers_[layer_index];
-  layer.k = std::move(k);
-  layer.v = std::move(v);
-  layer.positions = std::move(positions);
+  layer.k = std::move(storage.k);
+  layer.v = std::move(storage.v);
+  layer.positions = std::move(storage.positions);
   layer.slot_stride = slot_stride;
 }
 
@@ -349,12 +341,12 @@ void Cache::reset() {
   const uint32_t slot_stride = policy_->slots_allocated();
   // A compacted layer grows back: all of the new storage is allocated before anything changes,
   // so an allocation that fails leaves the cache as it was.
-  std::vector<LayerState> grown(layers_.size());
+  std::vector<LayerStorage> grown(layers_.size());
   for (size_t index = 0; index < layers_.size(); ++index)
-    if (layers_[index].slot_stride != slot_stride) allocate_storage(grown[index], slot_stride);
+    if (layers_[index].slot_stride != slot_stride) grown[index] = make_layer_storage(backend_, config_, slot_stride);
   for (size_t index = 0; index < layers_.size(); ++index) {
     LayerState& layer = layers_[index];
-    if (grown[index].k) replace_storage(uint32_t(index), grown[index].k, grown[index].v, grown[index].positions, slot_stride);
+    if (grown[index].k) replace_storage(uint32_t(index), std::move(grown[index]), slot_stride);
     layer.slots_held = 0;
     layer.last_append = 0;
     layer.tokens_seen = 0;

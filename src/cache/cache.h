@@ -12,6 +12,7 @@
 
 #include "backend/backend.h"
 #include "cache/cache_config.h"
+#include "cache/layer_storage.h"
 #include "ops/append_rows_batch.h"
 #include "ops/attention.h"
 #include "ops/attention_batch.h"
@@ -79,8 +80,7 @@ class Cache : public Participant {
   const LayerState& layer(uint32_t index) const { return layers_[index]; }
   // Gives `layer` new storage of `slot_stride` slots per kv head (a policy that compacted it
   // into them); the old storage lives on while recorded work still reads it.
-  void replace_storage(uint32_t layer, std::shared_ptr<Tensor> k, std::shared_ptr<Tensor> v,
-                       std::shared_ptr<Tensor> positions, uint32_t slot_stride);
+  void replace_storage(uint32_t layer, LayerStorage storage, uint32_t slot_stride);
   // The shape of attention by n_queries newest tokens over everything `layer` holds.
   ops::AttentionShape attention_shape(uint32_t layer, uint32_t n_queries) const;
   // The running attend call's Q on the backend: [n_queries][num_q_heads][head_dim].
@@ -112,7 +112,6 @@ class Cache : public Participant {
   // backend_.begin(), joining the operation (or step) as a participant.
   void begin_change();
   void check_layer(uint32_t layer) const;
-  void allocate_storage(LayerState& layer, uint32_t slot_stride);
   // Records the scatter of a chunk into `layer` and its bookkeeping (plan_append, the rows,
   // finish_append).
   void record_append(uint32_t layer, uint32_t n_tokens, View k, View v);

@@ -232,11 +232,11 @@ void FaedKvPolicy::end_prefill(Cache& cache) {
   // Every layer's new state is allocated and its work recorded before any of it is kept: a
   // failure part way leaves the cache as it was.
   std::vector<LayerSpectrum> spectra(config_.num_layers);
-  std::vector<KeptStorage> kept(config_.num_layers);
+  std::vector<LayerStorage> kept(config_.num_layers);
   for (uint32_t layer = 0; layer < config_.num_layers; ++layer) transform_prompt(cache, layer, spectra[layer], kept[layer]);
   const uint32_t kept_slots = sinks_ + recent_window_;
   for (uint32_t layer = 0; layer < config_.num_layers; ++layer) {
-    cache.replace_storage(layer, std::move(kept[layer].k), std::move(kept[layer].v), std::move(kept[layer].positions), kept_slots);
+    cache.replace_storage(layer, std::move(kept[layer]), kept_slots);
     cache.layer(layer).slots_held = kept_slots;
     cache.layer(layer).last_append = 0;  // the prompt's queries may no longer attend: its middle is a spectrum now
   }
@@ -244,7 +244,7 @@ void FaedKvPolicy::end_prefill(Cache& cache) {
   cache.count_compression();
 }
 
-void FaedKvPolicy::transform_prompt(Cache& cache, uint32_t layer_index, LayerSpectrum& spectrum, KeptStorage& kept) const {
+void FaedKvPolicy::transform_prompt(Cache& cache, uint32_t layer_index, LayerSpectrum& spectrum, LayerStorage& kept) const {
   Backend& backend = cache.backend();
   const LayerState& layer = cache.layer(layer_index);
   const uint32_t prompt = layer.slots_held, segment = prompt - sinks_ - recent_window_;
@@ -270,10 +270,7 @@ void FaedKvPolicy::transform_prompt(Cache& cache, uint32_t layer_index, LayerSpe
 
   // The sinks and the recent window move into storage of their own size; the prompt's goes.
   const uint32_t kept_slots = sinks_ + recent_window_;
-  const size_t row_bytes = size_t(config_.head_dim) * dtype_size(config_.dtype);
-  kept.k = std::make_unique<Tensor>(backend, size_t(config_.num_kv_heads) * kept_slots * row_bytes);
-  kept.v = std::make_unique<Tensor>(backend, size_t(config_.num_kv_heads) * kept_slots * row_bytes);
-  kept.positions = std::make_unique<Tensor>(backend, size_t(config_.num_kv_heads) * kept_slots * 4);
+  kept = make_layer_storage(backend, config_, kept_slots);
   const ops::CompactShape move{config_.num_kv_heads, config_.head_dim, layer.slot_stride, sinks_, sinks_,
                                prompt - recent_window_, recent_window_, config_.dtype, kept_slots};
   const View indices = sink_indices_ ? view(*sink_indices_) : view(*spectrum.bin_table);  // no sinks: never read

@@ -15,6 +15,7 @@
 #include <memory>
 #include <vector>
 
+#include "cache/layer_storage.h"
 #include "policies/policy.h"
 
 namespace kvc {
@@ -53,11 +54,9 @@ class FaedKvPolicy : public Policy {
     std::shared_ptr<void> attention_plan;  // ops::spectral_attention_keep
   };
 
-  struct KeptStorage {
-    std::shared_ptr<Tensor> k, v, positions;  // the sinks and the recent window
-  };
-  // Allocates `layer`'s spectrum and kept storage and records their filling; changes nothing.
-  void transform_prompt(Cache& cache, uint32_t layer, LayerSpectrum& spectrum, KeptStorage& kept) const;
+  // Allocates `layer`'s spectrum and the storage of its sinks and recent window, and records
+  // their filling; changes nothing.
+  void transform_prompt(Cache& cache, uint32_t layer, LayerSpectrum& spectrum, LayerStorage& kept) const;
 
   uint32_t capacity_;
   uint32_t sinks_;

@@ -210,15 +210,13 @@ void FourierPolicy::compress(Cache& cache, uint32_t layer_index) {
 
   // The sinks and the local window move into storage of their own size; the prompt's goes.
   const uint32_t kept_slots = sinks_ + local_window_;
-  const size_t row_bytes = size_t(config_.head_dim) * dtype_size(config_.dtype);
-  auto k = std::make_unique<Tensor>(backend, size_t(config_.num_kv_heads) * kept_slots * row_bytes);
-  auto v = std::make_unique<Tensor>(backend, size_t(config_.num_kv_heads) * kept_slots * row_bytes);
-  auto positions = std::make_unique<Tensor>(backend, size_t(config_.num_kv_heads) * kept_slots * 4);
+  LayerStorage kept = make_layer_storage(backend, config_, kept_slots);
   const ops::CompactShape move{config_.num_kv_heads, config_.head_dim, layer.slot_stride, sinks_,        sinks_,
                                held - local_window_,  local_window_,    config_.dtype,     kept_slots};
   const View indices = sink_indices_ ? view(*sink_indices_) : view(*identity_dims_);  // no sinks: never read
-  ops::compact(backend, move, {indices, view(*layer.k), view(*layer.v), view(*layer.positions), view(*k), view(*v), view(*positions)});
-  cache.replace_storage(layer_index, std::move(k), std::move(v), std::move(positions), kept_slots);
+  ops::compact(backend, move,
+               {indices, view(*layer.k), view(*layer.v), view(*layer.positions), view(*kept.k), view(*kept.v), view(*kept.positions)});
+  cache.replace_storage(layer_index, std::move(kept), kept_slots);
   layer.slots_held = kept_slots;
   middle.compressed = true;
   cache.count_compression();

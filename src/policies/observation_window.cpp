@@ -149,7 +149,7 @@ void WindowPolicy::end_prefill(Cache& cache) {
   const CacheConfig& shape = cache.config();
   struct Selection {
     uint32_t layer, budget, slot_stride;
-    std::shared_ptr<Tensor> k, v, positions;  // the storage compacted into
+    LayerStorage storage;  // compacted into
   };
   std::vector<Selection> selections;
   for (uint32_t layer = 0; layer < shape.num_layers; ++layer) {
@@ -162,7 +162,7 @@ void WindowPolicy::end_prefill(Cache& cache) {
                 " prompt tokens; attend every prompt token of every layer before kvc_cache_end_prefill");
     // The room `capacity` left after this prompt, unless the application asked for less (or more).
     const uint32_t decode_slots = config_.decode_slots == KVC_DECODE_SLOTS_DEFAULT ? capacity_ - state.slots_held : config_.decode_slots;
-    selections.push_back({layer, budget, uint32_t(std::min<uint64_t>(capacity_, uint64_t(budget) + decode_slots)), nullptr, nullptr, nullptr});
+    selections.push_back({layer, budget, uint32_t(std::min<uint64_t>(capacity_, uint64_t(budget) + decode_slots)), {}});
   }
   if (selections.empty()) return;
 
@@ -184,23 +184,19 @@ void WindowPolicy::end_prefill(Cache& cache) {
     step.out_slot_stride = selection.slot_stride;
     workspace_.reserve(backend, step);
     steps.push_back(step);
-    const size_t rows = size_t(shape.num_kv_heads) * selection.slot_stride;
-    selection.k = std::make_unique<Tensor>(backend, rows * shape.head_dim * dtype_size(shape.dtype));
-    selection.v = std::make_unique<Tensor>(backend, rows * shape.head_dim * dtype_size(shape.dtype));
-    selection.positions = std::make_unique<Tensor>(backend, rows * sizeof(int32_t));
+    selection.storage = make_layer_storage(backend, cache.config(), selection.slot_stride);
   }
   for (size_t i = 0; i < selections.size(); ++i) {
     Selection& selection = selections[i];
     LayerState& state = cache.layer(selection.layer);
     copy_ring(backend, selection.layer, state.tokens_seen - config_.window, config_.window, view(*window_q_), false);
     workspace_.record(backend, steps[i], view(*window_q_), {view(*state.k), view(*state.v), view(*state.positions)},
-                      cache.turn_table(), {view(*selection.k), view(*selection.v), view(*selection.positions)});
+                      cache.turn_table(), {view(*selection.storage.k), view(*selection.storage.v), view(*selection.storage.positions)});
   }
   for (Selection& selection : selections) {
     LayerState& state = cache.layer(selection.layer);
     // The prompt's storage is released once the recorded selection has read it.
-    cache.replace_storage(selection.layer, std::move(selection.k), std::move(selection.v), std::move(selection.positions),
-                          selection.slot_stride);
+    cache.replace_storage(selection.layer, std::move(selection.storage), selection.slot_stride);
     state.slots_held = selection.budget;
     state.last_append = 0;
     windows_[selection.layer].observed = 0;

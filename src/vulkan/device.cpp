@@ -219,10 +219,13 @@ void Device::finish_setup() {
   vkGetPhysicalDeviceProperties(physical_device_, &properties_);
   vkGetPhysicalDeviceMemoryProperties(physical_device_, &memory_properties_);
   VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  VkPhysicalDeviceMaintenance3Properties maintenance3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+  subgroup.pNext = &maintenance3;
   VkPhysicalDeviceProperties2 props2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
   props2.pNext = &subgroup;
   vkGetPhysicalDeviceProperties2(physical_device_, &props2);
   subgroup_size_ = subgroup.subgroupSize;
+  max_allocation_bytes_ = maintenance3.maxMemoryAllocationSize;
   // The SIMT kernels use these subgroup operations in compute shaders (Vulkan 1.1 promises only
   // basic ones); NVIDIA, AMD, Intel and lavapipe offer them.
   const VkSubgroupFeatureFlags operations =

@@ -51,6 +51,8 @@ class Device {
   const VkPhysicalDeviceProperties& properties() const { return properties_; }
   std::string name() const { return properties_.deviceName; }
   uint32_t subgroup_size() const { return subgroup_size_; }
+  // The largest single VkDeviceMemory the device promises (maxMemoryAllocationSize, Vulkan 1.1).
+  uint64_t max_allocation_bytes() const { return max_allocation_bytes_; }
   // Whether a one-dimensional workgroup of `threads` with `shared_bytes` of shared memory fits.
   bool fits_workgroup(uint32_t threads, uint64_t shared_bytes) const {
     const VkPhysicalDeviceLimits& limits = properties_.limits;
@@ -106,6 +108,7 @@ class Device {
   VkPhysicalDeviceProperties properties_{};
   VkPhysicalDeviceMemoryProperties memory_properties_{};
   uint32_t subgroup_size_ = 0;
+  uint64_t max_allocation_bytes_ = 0;
   uint32_t timestamp_valid_bits_ = 0;
   MatrixPath matrix_path_ = MatrixPath::Simt;
   std::string matrix_path_detail_;

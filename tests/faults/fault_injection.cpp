@@ -508,6 +508,22 @@ TEST_CASE("fault injection: FREQKV") { check_named("FREQKV"); }
 TEST_CASE("fault injection: FAEDKV") { check_named("FAEDKV"); }
 TEST_CASE("fault injection: FOURIER") { check_named("FOURIER"); }
 
+// make_layer_storage: a layer's K, V and positions are parts of one device allocation (NVIDIA's
+// driver takes about 0.6 ms for each), so three more layers are three more allocations.
+TEST_CASE("a cache's layer is one device allocation") {
+  ContextPtr context = vulkan_context();
+  auto allocations_to_create = [&](uint32_t num_layers) {
+    kvc_cache_desc desc = small_cache_desc(KVC_DTYPE_F16, 64);
+    desc.num_layers = num_layers;
+    faults::reset();
+    CachePtr cache = make_cache(context.get(), desc);
+    REQUIRE(cache != nullptr);
+    return faults::count(Op::AllocateMemory);
+  };
+  allocations_to_create(1);  // the context's own first allocations (staging) are not a layer's
+  CHECK(allocations_to_create(5) - allocations_to_create(2) == 3);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
