@@ -253,15 +253,17 @@ void FaedKvPolicy::transform_prompt(Cache& cache, uint32_t layer_index, LayerSpe
   spectrum.ring_start = 0;
   spectrum.bins = std::make_shared<const std::vector<uint32_t>>(faedkv_stored_bins(kept_chunks_[layer_index], segment));
   const uint32_t num_bins = uint32_t(spectrum.bins->size());
-  spectrum.bin_table = std::make_unique<Tensor>(backend, size_t(num_bins) * 4);
-  backend.upload(spectrum.bins->data(), size_t(num_bins) * 4, *spectrum.bin_table, 0);
   // The Vulkan route's table; kept on the CPU too, so both backends report the same bytes.
   const std::vector<uint32_t> map = ops::spectral_bin_map(*spectrum.bins, segment);
-  spectrum.bin_map = std::make_unique<Tensor>(backend, map.size() * 4);
-  backend.upload(map.data(), map.size() * 4, *spectrum.bin_map, 0);
   const size_t state_bytes = size_t(config_.num_kv_heads) * num_bins * config_.head_dim * 8;
-  spectrum.key_states = std::make_unique<Tensor>(backend, state_bytes);
-  spectrum.value_states = std::make_unique<Tensor>(backend, state_bytes);
+  // One allocation for the layer's spectrum (make_parts), one for its kept storage.
+  const std::vector<std::shared_ptr<Tensor>> parts = make_parts(backend, {size_t(num_bins) * 4, map.size() * 4, state_bytes, state_bytes});
+  spectrum.bin_table = parts[0];
+  spectrum.bin_map = parts[1];
+  spectrum.key_states = parts[2];
+  spectrum.value_states = parts[3];
+  backend.upload(spectrum.bins->data(), size_t(num_bins) * 4, *spectrum.bin_table, 0);
+  backend.upload(map.data(), map.size() * 4, *spectrum.bin_map, 0);
   spectrum.attention_plan = ops::spectral_attention_keep(backend, segment, config_.num_q_heads);
 
   const ops::SegmentSpectrumShape transform = prompt_transform(config_, layer, sinks_, recent_window_, num_bins);

@@ -508,21 +508,35 @@ TEST_CASE("fault injection: FREQKV") { check_named("FREQKV"); }
 TEST_CASE("fault injection: FAEDKV") { check_named("FAEDKV"); }
 TEST_CASE("fault injection: FOURIER") { check_named("FOURIER"); }
 
-// make_layer_storage: a layer's K, V and positions are parts of one device allocation (NVIDIA's
-// driver takes about 0.6 ms for each), so three more layers are three more allocations.
+// make_parts: a layer's K, V and positions are parts of one device allocation (NVIDIA's driver
+// takes about 0.6 ms for each), and so are FAEDKV's spectrum tables and states: three more
+// layers are three more allocations at a cache's creation and six more at FAEDKV's
+// kvc_cache_end_prefill (each layer's spectrum, and its sinks and window).
 TEST_CASE("a cache's layer is one device allocation") {
   ContextPtr context = vulkan_context();
-  auto allocations_to_create = [&](uint32_t num_layers) {
-    kvc_cache_desc desc = small_cache_desc(KVC_DTYPE_F16, 64);
+  auto allocations = [&](kvc_policy policy, uint32_t num_layers, bool end_prefill) {
+    kvc_cache_desc desc = small_cache_desc(KVC_DTYPE_F16, 256);
     desc.num_layers = num_layers;
+    desc.policy = policy;
+    desc.rope_style = KVC_ROPE_NONE;  // FAEDKV takes keys rotated by the application
     faults::reset();
     CachePtr cache = make_cache(context.get(), desc);
     REQUIRE(cache != nullptr);
+    if (!end_prefill) return faults::count(Op::AllocateMemory);
+    const uint32_t prompt = 200;
+    const StepInputs in = random_step_inputs(desc, prompt);
+    for (uint32_t layer = 0; layer < num_layers; ++layer)
+      REQUIRE(kvc_cache_append(cache.get(), layer, prompt, desc.dtype, in.k.data(), in.v.data()) == KVC_OK);
+    faults::reset();
+    REQUIRE(kvc_cache_end_prefill(cache.get()) == KVC_OK);
     return faults::count(Op::AllocateMemory);
   };
-  allocations_to_create(1);  // the context's own first allocations (staging) are not a layer's
-  CHECK(allocations_to_create(5) - allocations_to_create(2) == 3);
+  // First the context's own first allocations (staging, scratch, FFT plans): not a layer's.
+  for (bool end_prefill : {false, true}) allocations(KVC_POLICY_FAEDKV, 1, end_prefill);
+  CHECK(allocations(KVC_POLICY_FULL, 5, false) - allocations(KVC_POLICY_FULL, 2, false) == 3);
+  CHECK(allocations(KVC_POLICY_FAEDKV, 5, true) - allocations(KVC_POLICY_FAEDKV, 2, true) == 6);
 }
+
 
 }  // namespace
 
