@@ -260,14 +260,16 @@ Tensor::Tensor(Backend& backend, std::unique_ptr<vk::Buffer> borrowed, size_t of
 Tensor::Tensor(std::shared_ptr<Tensor> whole, size_t offset, size_t bytes)
     : backend_(whole->backend()), bytes_(bytes), buffer_offset_(offset), whole_(std::move(whole)) {}
 
-void* Tensor::host() { return whole_ ? static_cast<unsigned char*>(whole_->host()) + buffer_offset_ : host_.data(); }
-
 Tensor::~Tensor() {
   if (buffer_) backend_.release(std::move(buffer_));
 }
 
 vk::BufferSlice Tensor::slice(size_t offset, size_t bytes) const {
-  if (whole_) return whole_->slice(buffer_offset_ + offset, bytes);
+  if (whole_) {
+    // The whole's buffer spans its other parts too: a slice past this part's end would bind them.
+    require(offset + bytes <= bytes_, KVC_ERROR_INTERNAL, "slice past the end of a tensor part");
+    return whole_->slice(buffer_offset_ + offset, bytes);
+  }
   require(buffer_ != nullptr, KVC_ERROR_INTERNAL, "Vulkan buffer asked of a CPU tensor");
   return {buffer_.get(), buffer_offset_ + offset, bytes};
 }
@@ -280,7 +282,7 @@ std::vector<std::shared_ptr<Tensor>> make_parts(Backend& backend, const std::vec
     total += (bytes + kPartAlignment - 1) / kPartAlignment * kPartAlignment;
   }
   std::vector<std::shared_ptr<Tensor>> parts;
-  if (!backend.is_cpu() && total > backend.device().max_allocation_bytes()) {
+  if (backend.is_cpu() || total > backend.device().max_allocation_bytes()) {
     for (size_t bytes : sizes) parts.push_back(std::make_shared<Tensor>(backend, bytes));
     return parts;
   }

@@ -179,7 +179,7 @@ class Tensor {
   // `bytes` of an application's buffer from `offset` on (Vulkan only), used in place.
   Tensor(Backend& backend, std::unique_ptr<vk::Buffer> borrowed, size_t offset, size_t bytes);
   // `bytes` of `whole` from `offset` on (a multiple of kPartAlignment), which lives while any of
-  // its parts does: make_parts.
+  // its parts does: make_parts (Vulkan only).
   Tensor(std::shared_ptr<Tensor> whole, size_t offset, size_t bytes);
   ~Tensor();
   Tensor(const Tensor&) = delete;
@@ -187,8 +187,8 @@ class Tensor {
 
   size_t bytes() const { return bytes_; }
   Backend& backend() const { return backend_; }
-  void* host();  // CPU only
-  const void* host() const { return const_cast<Tensor*>(this)->host(); }
+  void* host() { return host_.data(); }  // CPU only
+  const void* host() const { return host_.data(); }
   // `bytes` from `offset` on, as Vulkan commands and bindings take them (Vulkan only).
   vk::BufferSlice slice(size_t offset, size_t bytes) const;
 
@@ -205,10 +205,11 @@ class Tensor {
 // so a part binds wherever its tensor would.
 constexpr size_t kPartAlignment = 256;
 
-// Tensors of `sizes` bytes as parts of one allocation where the device allows one that large,
-// each its own allocation otherwise: NVIDIA's driver took 0.55-0.68 ms a call to allocate or
-// free device memory (an H100, 64 MiB buffers), so a cache's layers are one allocation each
-// rather than three.
+// Tensors of `sizes` bytes, on Vulkan parts of one allocation where the device allows one that
+// large (else, and on the CPU, where AddressSanitizer should see each part's end, each its own):
+// NVIDIA's driver took 0.55-0.68 ms a call to allocate or free device memory (an H100, 64 MiB
+// buffers), so a cache's layers are one allocation each rather than three. Each part reports
+// its own bytes; the padding between them (under kPartAlignment) is not counted.
 std::vector<std::shared_ptr<Tensor>> make_parts(Backend& backend, const std::vector<size_t>& sizes);
 
 // A place inside a tensor, as ops take their operands.

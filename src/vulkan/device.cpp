@@ -220,12 +220,16 @@ void Device::finish_setup() {
   vkGetPhysicalDeviceMemoryProperties(physical_device_, &memory_properties_);
   VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
   VkPhysicalDeviceMaintenance3Properties maintenance3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+  VkPhysicalDeviceMaintenance4Properties maintenance4{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES};
   subgroup.pNext = &maintenance3;
+  const bool vulkan13 = properties_.apiVersion >= VK_API_VERSION_1_3;
+  if (vulkan13) maintenance3.pNext = &maintenance4;
   VkPhysicalDeviceProperties2 props2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
   props2.pNext = &subgroup;
   vkGetPhysicalDeviceProperties2(physical_device_, &props2);
   subgroup_size_ = subgroup.subgroupSize;
   max_allocation_bytes_ = maintenance3.maxMemoryAllocationSize;
+  if (vulkan13) max_allocation_bytes_ = std::min<uint64_t>(max_allocation_bytes_, maintenance4.maxBufferSize);
   // The SIMT kernels use these subgroup operations in compute shaders (Vulkan 1.1 promises only
   // basic ones); NVIDIA, AMD, Intel and lavapipe offer them.
   const VkSubgroupFeatureFlags operations =

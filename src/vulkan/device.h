@@ -51,7 +51,8 @@ class Device {
   const VkPhysicalDeviceProperties& properties() const { return properties_; }
   std::string name() const { return properties_.deviceName; }
   uint32_t subgroup_size() const { return subgroup_size_; }
-  // The largest single VkDeviceMemory the device promises (maxMemoryAllocationSize, Vulkan 1.1).
+  // The largest buffer with its own memory the device promises: maxMemoryAllocationSize (Vulkan
+  // 1.1), and maxBufferSize where the device has Vulkan 1.3.
   uint64_t max_allocation_bytes() const { return max_allocation_bytes_; }
   // Whether a one-dimensional workgroup of `threads` with `shared_bytes` of shared memory fits.
   bool fits_workgroup(uint32_t threads, uint64_t shared_bytes) const {

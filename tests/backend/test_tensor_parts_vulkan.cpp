@@ -1,5 +1,6 @@
-// make_parts on Vulkan and the CPU: parts of odd sizes neither overlap nor lose their bytes, bind
-// at offsets the device accepts, and keep their allocation while any one of them lives.
+// make_parts on Vulkan (and on the CPU, where each part is its own allocation): parts of odd
+// sizes neither overlap nor lose their bytes, bind at offsets the device accepts, and keep their
+// allocation while any one of them lives.
 #include <doctest/doctest.h>
 
 #include "support/selection_support.h"
