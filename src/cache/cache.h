@@ -78,8 +78,8 @@ class Cache : public Participant {
   Policy& policy() const { return *policy_; }
   LayerState& layer(uint32_t index) { return layers_[index]; }
   const LayerState& layer(uint32_t index) const { return layers_[index]; }
-  // Gives `layer` new storage of `slot_stride` slots per kv head (a policy that compacted it
-  // into them); the old storage lives on while recorded work still reads it.
+  // Gives `layer` new storage of `slot_stride` slots per kv head (at creation, at a reset, or a
+  // policy's compaction into it); the old storage lives on while recorded work still reads it.
   void replace_storage(uint32_t layer, LayerStorage storage, uint32_t slot_stride);
   // The shape of attention by n_queries newest tokens over everything `layer` holds.
   ops::AttentionShape attention_shape(uint32_t layer, uint32_t n_queries) const;

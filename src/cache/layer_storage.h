@@ -14,7 +14,7 @@ struct LayerStorage {
   std::shared_ptr<Tensor> k, v, positions;
 };
 
-// Parts of one allocation (make_parts): one device allocation a layer, not three.
+// Parts of one allocation on Vulkan (make_parts): one device allocation a layer, not three.
 LayerStorage make_layer_storage(Backend& backend, const CacheConfig& config, uint32_t slot_stride);
 
 }  // namespace kvc
