@@ -23,11 +23,10 @@ constexpr uint32_t kPrefillThreads = 128;
 constexpr uint32_t kPrefillMaxRowGroups = 16;
 constexpr uint32_t kPrefillRowsPerGroup = 8;  // the shader's ROWS
 constexpr uint32_t kScoresWorkgroup = 64;
-// attention_prefill_coopmat: a subgroup of 32 lanes per 16 rows, tiles of 32 keys. 8 subgroups
-// (128-row blocks) where the shared memory fits, else 4: each staged key tile serves the
-// block's rows, and 64-row blocks would double the keys' and values' L2 traffic.
-constexpr uint32_t kCoopmatRows = 16;     // rows per subgroup (the matrix size)
-constexpr uint32_t kCoopmatKeyTile = 32;  // the shader's KEY_TILE
+// attention_prefill_coopmat: a subgroup of 32 lanes per 16 rows. 8 subgroups (128-row blocks)
+// where the shared memory fits, else 4: each staged key tile serves the block's rows, and
+// 64-row blocks would double the keys' and values' L2 traffic.
+constexpr uint32_t kCoopmatRows = 16;  // rows per subgroup (the matrix size)
 constexpr uint32_t kCoopmatMaxHeadDim = 128;
 constexpr uint32_t kCoopmatSubgroupChoices[] = {8, 4};
 
@@ -48,18 +47,38 @@ struct CoopmatPush {
   uint32_t num_slots, key_slot_stride, slot_stride, num_queries, group_size, num_q_heads;
 };
 
+// Where the prefill's softmax runs: in registers where the device's fragments are QuadRows
+// (the shader's header), unless KVC_COOPMAT_SOFTMAX=shared asks for the shared-memory route
+// every device can take (read per call, so that a test can run both). In registers the tiles
+// take 64 keys (H100, 2048 queries over 32K: 5.67 ms where 32 took 6.49), the scratch no
+// longer holding a tile's logits; through shared memory 32, as the scratch must.
+struct CoopmatSoftmax {
+  bool in_registers;
+  uint32_t key_tile;  // the shader's KEY_TILE
+};
+
+CoopmatSoftmax coopmat_softmax(const vk::Device& device) {
+  const char* setting = std::getenv("KVC_COOPMAT_SOFTMAX");
+  const bool shared = setting && std::strcmp(setting, "shared") == 0;
+  if (shared || device.fragment_layout() != vk::FragmentLayout::QuadRows) return {false, 32};
+  return {true, 64};
+}
+
 // The shader's shared memory: key and value tiles ([key][head_dim / 8 + 1] 16-byte items) and
-// per subgroup a scratch of 16 rows x (KEY_TILE / 4 + 1) items.
-uint32_t coopmat_shared_bytes(uint32_t head_dim, uint32_t subgroups) {
-  const uint32_t tile_items = kCoopmatKeyTile * (head_dim / 8 + 1);
-  const uint32_t scratch_items = kCoopmatRows * (kCoopmatKeyTile / 4 + 1);
+// per subgroup a scratch of 16 rows x (KEY_TILE / 4 + 1) items, or with the softmax in
+// registers 16 rows x 4 items (a 16 x 16 f32 block of O).
+uint32_t coopmat_shared_bytes(uint32_t head_dim, uint32_t subgroups, CoopmatSoftmax softmax) {
+  const uint32_t tile_items = softmax.key_tile * (head_dim / 8 + 1);
+  const uint32_t scratch_items = kCoopmatRows * (softmax.in_registers ? 4 : softmax.key_tile / 4 + 1);
   return 16 * (2 * tile_items + subgroups * scratch_items);
 }
 
 // Subgroups per workgroup for the cooperative-matrix prefill, 0 when none fits the device.
 uint32_t coopmat_subgroups(const vk::Device& device, uint32_t head_dim) {
+  const CoopmatSoftmax softmax = coopmat_softmax(device);
   for (uint32_t subgroups : kCoopmatSubgroupChoices)
-    if (device.fits_workgroup(subgroups * vk::kCooperativeSubgroupSize, coopmat_shared_bytes(head_dim, subgroups))) return subgroups;
+    if (device.fits_workgroup(subgroups * vk::kCooperativeSubgroupSize, coopmat_shared_bytes(head_dim, subgroups, softmax)))
+      return subgroups;
   return 0;
 }
 
@@ -80,6 +99,7 @@ void prefill_on_cooperative_matrices(Backend& backend, const AttentionShape& sha
                                      const RopeBindings& rope, Tensor& q_rot, Tensor& lse) {
   const uint32_t dim = shape.head_dim;
   const uint32_t subgroups = coopmat_subgroups(backend.device(), dim);
+  const CoopmatSoftmax softmax = coopmat_softmax(backend.device());
   const bool rotate_on_load = rope.style != 0 && rope_on_load();
   View keys = args.k;
   uint32_t key_slot_stride = shape.slot_stride;
@@ -92,7 +112,8 @@ void prefill_on_cooperative_matrices(Backend& backend, const AttentionShape& sha
   const CoopmatPush push{shape.num_slots, key_slot_stride, shape.slot_stride, shape.num_queries, group, shape.num_q_heads};
   backend.recorder().dispatch(
       {"attention_prefill_coopmat", 7, sizeof(CoopmatPush),
-       {subgroups * vk::kCooperativeSubgroupSize, dim, rotate_on_load ? rope.style : 0u, rotate_on_load ? rope.rotary_dims : 0u}},
+       {subgroups * vk::kCooperativeSubgroupSize, dim, rotate_on_load ? rope.style : 0u, rotate_on_load ? rope.rotary_dims : 0u,
+        softmax.in_registers, softmax.key_tile}},
       {slice(view(q_rot)), slice(keys), slice(args.v), slice(args.out), slice(view(lse)), rope.positions, rope.turns}, &push,
       group_count(uint64_t(shape.num_queries) * group, subgroups * kCoopmatRows), shape.num_kv_heads);
 }

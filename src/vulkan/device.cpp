@@ -197,6 +197,10 @@ std::unique_ptr<Device> Device::create(const DeviceOptions& options) {
   self->captures_pipeline_statistics_ = statistics.wanted();
   vkGetDeviceQueue(self->device_, self->queue_family_, 0, &self->queue_);
   self->finish_setup();
+  if (self->matrix_path_ == MatrixPath::Cooperative) {
+    self->fragment_layout_ = probe_fragment_layout(*self);
+    self->matrix_path_detail_ += std::string(", fragments ") + fragment_layout_name(self->fragment_layout_);
+  }
   return self;
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "vulkan/cooperative_matrix.h"
+#include "vulkan/fragment_layout.h"
 #include "vulkan/vk.h"
 
 namespace kvc::vk {
@@ -66,6 +67,9 @@ class Device {
   // application's device (wrap) takes SIMT: which features it enabled is not known.
   MatrixPath matrix_path() const { return matrix_path_; }
   const std::string& matrix_path_detail() const { return matrix_path_detail_; }
+  // Where the cooperative path's matrix elements sit in a subgroup (probed at creation; Opaque
+  // on SIMT).
+  FragmentLayout fragment_layout() const { return fragment_layout_; }
   // Whether pipelines of cooperative-matrix shaders must require 32-wide full subgroups.
   bool requires_cooperative_subgroup_size() const { return requires_cooperative_subgroup_size_; }
   double timestamp_period_ns() const { return properties_.limits.timestampPeriod; }
@@ -114,6 +118,7 @@ class Device {
   MatrixPath matrix_path_ = MatrixPath::Simt;
   std::string matrix_path_detail_;
   bool requires_cooperative_subgroup_size_ = false;
+  FragmentLayout fragment_layout_ = FragmentLayout::Opaque;
   bool indexes_buffer_arrays_ = false;
   bool captures_pipeline_statistics_ = false;
   std::unique_ptr<PipelineCache> pipelines_;

@@ -36,16 +36,37 @@ std::vector<Backend*> backends_for(const ops::AttentionShape& shape) {
   return backends;
 }
 
-// The cooperative-matrix prefill's two RoPE variants (keys pre-rotated, the default, or
-// rotated as staged: KVC_COOPMAT_ROPE=load), set for the guard's lifetime.
-class CoopmatRopeVariant {
- public:
-  explicit CoopmatRopeVariant(bool on_load) {
-    if (on_load) setenv("KVC_COOPMAT_ROPE", "load", 1);
-    else unsetenv("KVC_COOPMAT_ROPE");
-  }
-  ~CoopmatRopeVariant() { unsetenv("KVC_COOPMAT_ROPE"); }
+// The cooperative-matrix prefill's variants, set in the environment for the guard's lifetime:
+// keys pre-rotated (the default) or rotated as staged (KVC_COOPMAT_ROPE=load), and the softmax
+// in registers (the default where the fragments are QuadRows) or through shared memory
+// (KVC_COOPMAT_SOFTMAX=shared).
+struct CoopmatVariant {
+  bool rope_on_load = false;
+  bool softmax_shared = false;
 };
+
+class CoopmatVariantGuard {
+ public:
+  explicit CoopmatVariantGuard(CoopmatVariant variant) {
+    if (variant.rope_on_load) setenv("KVC_COOPMAT_ROPE", "load", 1);
+    if (variant.softmax_shared) setenv("KVC_COOPMAT_SOFTMAX", "shared", 1);
+  }
+  ~CoopmatVariantGuard() {
+    unsetenv("KVC_COOPMAT_ROPE");
+    unsetenv("KVC_COOPMAT_SOFTMAX");
+  }
+};
+
+// The variants a chunk of `shape` runs on `gpu`: the default alone on SIMT; on cooperative
+// matrices also keys rotated as staged (with RoPE) and the shared-memory softmax (where the
+// default keeps it in registers).
+std::vector<CoopmatVariant> coopmat_variants(Backend& gpu, const ops::AttentionShape& shape) {
+  std::vector<CoopmatVariant> variants{{}};
+  if (!ops::attention_on_cooperative_matrices(gpu, shape)) return variants;
+  if (shape.rope.enabled()) variants.push_back({true, false});
+  if (gpu.device().fragment_layout() == vk::FragmentLayout::QuadRows) variants.push_back({false, true});
+  return variants;
+}
 
 void check_against_cpu(const ops::AttentionShape& shape, float q_range = 2.0f) {
   const bool with_scores = shape.num_slots <= 5000;  // the CPU scores pass is slow past that
@@ -54,14 +75,14 @@ void check_against_cpu(const ops::AttentionShape& shape, float q_range = 2.0f) {
   for (Backend* gpu : backends_for(shape)) {
     REQUIRE(gpu != nullptr);
     const bool cooperative = ops::attention_on_cooperative_matrices(*gpu, shape);
-    for (bool rope_on_load : {false, true}) {
-      if (rope_on_load && !(cooperative && shape.rope.enabled())) continue;
-      const CoopmatRopeVariant variant(rope_on_load);
+    for (const CoopmatVariant variant : coopmat_variants(*gpu, shape)) {
+      const CoopmatVariantGuard guard(variant);
       const test::AttentionResult actual = problem.run(*gpu, with_scores);
       INFO("q_heads ", shape.num_q_heads, " kv_heads ", shape.num_kv_heads, " head_dim ", shape.head_dim, " queries ",
            shape.num_queries, " slots ", shape.num_slots, " ", std::string(dtype_name(shape.dtype)), " rope ", shape.rope.style, "/",
            shape.rope.rotary_dims,
-           std::string(cooperative ? (rope_on_load ? " cooperative, keys rotated as staged" : " cooperative") : " SIMT"));
+           std::string(cooperative ? " cooperative" : " SIMT"), std::string(variant.rope_on_load ? ", keys rotated as staged" : ""),
+           std::string(variant.softmax_shared ? ", softmax through shared memory" : ""));
       CHECK(test::relative_max_error(actual.out, expected.out) < tolerance(shape, cooperative));
       if (with_scores) CHECK(test::relative_max_error(actual.scores, expected.scores) < test::scores_tolerance(cooperative, shape.rope.enabled()));
       // A decode's logits and lse carry the same f32 dot products (and RoPE) as its scores.
@@ -187,10 +208,10 @@ TEST_CASE("causal chunk attention takes cooperative matrices wherever the device
 }
 
 TEST_CASE("causal chunk attention on cooperative matrices: block edges, GQA, causal offsets") {
-  // A workgroup takes 128 rows (8 subgroups of 16) of one kv head and tiles of 32 keys: row
-  // counts just inside and past a subgroup's 16 and a block's 128, at GQA ratios 1, 3 and 8
-  // (a group's heads straddle subgroups), cached lengths on and off the 32-key tiles. Runs
-  // through check_against_cpu on both kernels where the device has cooperative matrices.
+  // A workgroup takes 128 rows (8 subgroups of 16) of one kv head and tiles of 32 or 64 keys:
+  // row counts just inside and past a subgroup's 16 and a block's 128, at GQA ratios 1, 3 and 8
+  // (a group's heads straddle subgroups), cached lengths on and off the tiles. Runs through
+  // check_against_cpu on both kernels and both softmax routes where the device has them.
   Backend* gpu = test::vulkan_backend();
   REQUIRE(gpu != nullptr);
   if (gpu->device().matrix_path() != vk::MatrixPath::Cooperative) {
@@ -205,7 +226,7 @@ TEST_CASE("causal chunk attention on cooperative matrices: block edges, GQA, cau
   const uint32_t gqa[][2] = {{4, 4}, {6, 2}, {8, 1}};
   for (const auto& heads : gqa)
     for (uint32_t queries : {2u, 15u, 17u, 128u, 129u, 300u})
-      for (uint32_t cached : {0u, 31u, 32u, 1000u}) {
+      for (uint32_t cached : {0u, 31u, 32u, 63u, 64u, 1000u}) {
         const kvc_rope_style rope = (queries + cached) % 2 ? KVC_ROPE_NEOX : (cached % 2 ? KVC_ROPE_INTERLEAVED : KVC_ROPE_NONE);
         check(make_shape(heads[0], heads[1], 64, queries, cached + queries, Dtype::F16, rope));
       }
