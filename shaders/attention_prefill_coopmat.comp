@@ -182,7 +182,6 @@ void main() {
   const uvec2 quad_last_visible = uvec2(first_chunk_slot) + quad_rows / push.group_size;
   const uint scratch_base = subgroup * SCRATCH_ITEMS;
   const float scale = inversesqrt(float(HEAD_DIM));
-  const float log2_scale = scale * 1.4426950408889634;  // scale / ln 2
 
   // The subgroup's queries as A matrices, 16 dims at a time through its scratch.
   MAT_A q_frag[MAX_DIM_BLOCKS];
@@ -200,9 +199,9 @@ void main() {
 
   ACC o_acc[MAX_DIM_BLOCKS];
   [[unroll]] for (uint block = 0; block < DIM_BLOCKS; ++block) o_acc[block] = ACC(0.0);
-  // Row maxima of the logits so far (scaled through shared memory, unscaled in registers) and
-  // this lane's share of the rows' sums of exp(scaled logit - scaled max): through shared
-  // memory its lane pair's row (in .x, both lanes alike), in registers its two QuadRows rows.
+  // Row maxima of the scaled logits so far and this lane's share of the rows' sums of
+  // exp(logit - max): through shared memory its lane pair's row (in .x, both lanes alike), in
+  // registers its two QuadRows rows.
   vec2 m = vec2(KVC_NEG_INF);
   vec2 l = vec2(0.0);
 
@@ -249,24 +248,23 @@ void main() {
       const bool diagonal = tile + KEY_TILE > sub_unmasked_end;
       MAT_A p_frag[MAX_KEY_BLOCKS];
       if (SOFTMAX_IN_REGISTERS) {
-        // Maxima of the unscaled logits; exp(scale (s - m)) as exp2(s c - m c), one FMA an element.
         vec2 tile_max = vec2(KVC_NEG_INF);
         [[unroll]] for (uint kb = 0; kb < KEY_BLOCKS; ++kb) {
           [[unroll]] for (uint i = 0; i < FRAGMENT; ++i) {
-            if (diagonal && tile + kb * MAT + fragment_column(lane, i) > quad_last_visible[fragment_half(i)])
-              s_acc[kb][i] = KVC_NEG_INF;
-            tile_max[fragment_half(i)] = max(tile_max[fragment_half(i)], s_acc[kb][i]);
+            float s = s_acc[kb][i] * scale;
+            if (diagonal && tile + kb * MAT + fragment_column(lane, i) > quad_last_visible[fragment_half(i)]) s = KVC_NEG_INF;
+            s_acc[kb][i] = s;
+            tile_max[fragment_half(i)] = max(tile_max[fragment_half(i)], s);
           }
         }
         const vec2 m_new = max(m, quad_max(tile_max));
-        const vec2 correction = exp2((m - m_new) * log2_scale);
+        const vec2 correction = exp(m - m_new);
         const bool rescale = subgroupAny(any(greaterThan(m_new, m)));
         m = m_new;
-        const vec2 m_scaled = m_new * log2_scale;
         vec2 p_sum = vec2(0.0);
         [[unroll]] for (uint kb = 0; kb < KEY_BLOCKS; ++kb) {
           [[unroll]] for (uint i = 0; i < FRAGMENT; ++i) {
-            const float p = exp2(fma(s_acc[kb][i], log2_scale, -m_scaled[fragment_half(i)]));
+            const float p = exp(s_acc[kb][i] - m_new[fragment_half(i)]);
             p_sum[fragment_half(i)] += p;
             p_frag[kb][i] = float16_t(p);
           }
@@ -349,7 +347,7 @@ void main() {
         const uint quad_row = quad_rows[half_index];
         if (quad_row < rows)
           lse[(quad_row / push.group_size) * push.num_q_heads + kv_head * push.group_size + quad_row % push.group_size] =
-              m[half_index] * scale + log(total[half_index]);
+              m[half_index] + log(total[half_index]);
       }
     }
   } else {
