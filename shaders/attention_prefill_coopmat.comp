@@ -70,7 +70,8 @@ layout(push_constant) uniform Push {
 const bool KV_F16 = true;  // key_chunk's stored dtype: this kernel takes f16 caches only
 #include "key_chunk.glsl"
 
-// The host takes this kernel only where subgroups are 32 wide: a lane pair per row of 16.
+// The host takes this kernel only where subgroups are 32 wide: a lane pair per row of 16 through
+// shared memory, a quad of lanes per two rows in QuadRows fragments.
 const uint SUBGROUP_SIZE = 32;
 const uint SUBGROUPS = gl_WorkGroupSize.x / SUBGROUP_SIZE;
 const uint MAT = 16;  // M = N = K of every matrix product
@@ -97,7 +98,8 @@ const uint C_STRIDE = MAT / 4;
 const uint C_BASE = MAT * P_STRIDE;
 const uint Q_STRIDE = MAT / 8;
 const uint O_STRIDE = MAT / 4;
-// >= C_BASE + MAT * C_STRIDE and O's MAT * O_STRIDE
+// Through shared memory S's MAT * S_STRIDE >= C_BASE + MAT * C_STRIDE, O's MAT * O_STRIDE and the
+// queries' MAT * Q_STRIDE; in registers O's is the larger.
 const uint SCRATCH_ITEMS = SOFTMAX_IN_REGISTERS ? MAT * O_STRIDE : MAT * S_STRIDE;
 // Staging: each thread carries up to MAX_ITEMS items of K and of V from global memory to the
 // tiles (the host's smallest workgroup, 4 subgroups at head_dim 128 with 64-key tiles, needs 8).
@@ -200,8 +202,8 @@ void main() {
   ACC o_acc[MAX_DIM_BLOCKS];
   [[unroll]] for (uint block = 0; block < DIM_BLOCKS; ++block) o_acc[block] = ACC(0.0);
   // Row maxima of the scaled logits so far and this lane's share of the rows' sums of
-  // exp(logit - max): through shared memory its lane pair's row (in .x, both lanes alike), in
-  // registers its two QuadRows rows.
+  // exp(logit - max): through shared memory its lane pair's row (in .x; the maximum is the
+  // pair's, the sum this lane's half), in registers its two QuadRows rows.
   vec2 m = vec2(KVC_NEG_INF);
   vec2 l = vec2(0.0);
 

@@ -17,10 +17,17 @@
 // Queries arrive rotated and scaled by 1/sqrt(head_dim) (q_rot, from the rope op); the scale is
 // taken out before rounding to f16, so an unrotated f16 query stays exact, and applied to S in
 // f32, as attention_prefill_coopmat.comp does.
-// Writing the logits is the kernel's biggest traffic (128 MiB a layer at the kvc-bench shape),
-// so they leave coalesced: the accumulators go through the subgroup's scratch 32 slots at a
-// time and each store instruction writes 32 consecutive floats of one row (a 128-byte line).
-// coopMatStore straight to the buffer would need num_prefix a multiple of 4 (the 16-byte
+// The rows' work (logits out, statistics, a slot's probabilities summed over the rows) takes
+// one of two routes:
+// - through shared memory (any device): the accumulators go to the subgroup's scratch 32 slots
+//   at a time; then each store instruction writes 32 consecutive floats of one row (a 128-byte
+//   line), and a lane pair takes each row's statistics.
+// - in registers (ROWS_IN_REGISTERS, which the host sets where the device's fragments are
+//   QuadRows, vulkan/fragment_layout.h, and no logits are written: from registers they would
+//   leave in 32-byte pieces of 8 rows): each lane works on its own accumulator elements, whose
+//   rows and slots the layout names; a row's statistics gather over its quad of lanes once, at
+//   the run's end, and a slot's sum over the lanes that hold its column.
+// coopMatStore straight to the logits would need num_prefix a multiple of 4 (the 16-byte
 // alignment of pointer and stride) and could not stop at the prefix's or the rows' end.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
@@ -39,6 +46,7 @@ layout(constant_id = 1) const uint HEAD_DIM = 128;  // a multiple of 16, <= 128
 // are one row tile (one workgroup along z): a second would overwrite the sums.
 const uint OUTPUT_LOGITS = 0, OUTPUT_STATISTICS = 1, OUTPUT_SUMS = 2;
 layout(constant_id = 2) const uint OUTPUT = OUTPUT_LOGITS;
+layout(constant_id = 3) const bool ROWS_IN_REGISTERS = false;  // QuadRows fragments, OUTPUT is not OUTPUT_LOGITS
 
 #include "elements.glsl"
 
@@ -59,7 +67,8 @@ layout(push_constant) uniform Push {
   uint steps_per_group;
 } push;
 
-// The host takes this kernel only where subgroups are 32 wide: a lane pair per row of 16.
+// The host takes this kernel only where subgroups are 32 wide: a lane pair per row of 16 through
+// shared memory, a quad of lanes per two rows in QuadRows fragments.
 const uint SUBGROUP_SIZE = 32;
 const uint SUBGROUPS = gl_WorkGroupSize.x / SUBGROUP_SIZE;
 const uint MAT = 16;  // M = N = K of every matrix product
@@ -123,10 +132,54 @@ void stage_keys(uint kv_head, uint step) {
   }
 }
 
+// QuadRows (vulkan/fragment_layout.h): lane `lane`'s element i of a 16 x 16 fragment sits at
+// row lane / 4 + 8 * (i / 4), column 2 * (lane % 4) + i % 2 + 8 * ((i / 2) % 2).
+const uint FRAGMENT = 8;
+uint fragment_half(uint i) { return i >> 2; }  // which of the lane's two rows
+uint fragment_column(uint lane, uint i) { return 2u * (lane & 3u) + (i & 1u) + 8u * ((i >> 1) & 1u); }
+
+// One chunk's 16 x 16 block of S (slots from block_slot) in registers: this lane's share of its
+// two rows' running (max, sum of exp) updated, or the block's column sums of probabilities
+// into column_sums (at column_at).
+void block_in_registers(ACC s_acc, uint block_slot, uint sub_first_row, uint rows_per_kv_head, uint column_at,
+                        inout vec2 row_max, inout vec2 row_sum) {
+  const uint lane = gl_SubgroupInvocationID;
+  const float scale = inversesqrt(float(HEAD_DIM));
+  const uvec2 rows = uvec2(sub_first_row + (lane >> 2)) + uvec2(0u, 8u);
+  const bvec2 real = lessThan(rows, uvec2(rows_per_kv_head));
+  if (OUTPUT == OUTPUT_SUMS) {
+    // A column's elements: i and i + 4 in this lane (its two rows), then the 8 lanes of its
+    // lane % 4 (lane / 4 = 0..7).
+    const vec2 stats[2] = {tile_row_stats[gl_SubgroupID * MAT + (lane >> 2)], tile_row_stats[gl_SubgroupID * MAT + (lane >> 2) + 8u]};
+    vec4 columns = vec4(0.0);
+    [[unroll]] for (uint i = 0; i < FRAGMENT; ++i) {
+      const uint half_index = fragment_half(i);
+      if (real[half_index]) columns[i & 3u] += exp(scale * s_acc[i] - stats[half_index].x) * stats[half_index].y;
+    }
+    columns += subgroupShuffleXor(columns, 4u);
+    columns += subgroupShuffleXor(columns, 8u);
+    columns += subgroupShuffleXor(columns, 16u);
+    if (lane < 4u)
+      [[unroll]] for (uint j = 0; j < 4; ++j) column_sums[column_at + fragment_column(lane, j)] = columns[j];
+    return;
+  }
+  vec2 block_max = vec2(KVC_NEG_INF);
+  [[unroll]] for (uint i = 0; i < FRAGMENT; ++i) {
+    if (block_slot + fragment_column(lane, i) < push.num_prefix)
+      block_max[fragment_half(i)] = max(block_max[fragment_half(i)], scale * s_acc[i]);
+  }
+  const vec2 new_max = max(row_max, block_max);
+  vec2 block_sum = vec2(0.0);
+  [[unroll]] for (uint i = 0; i < FRAGMENT; ++i)
+    if (block_slot + fragment_column(lane, i) < push.num_prefix) block_sum[fragment_half(i)] += exp(scale * s_acc[i] - new_max[fragment_half(i)]);
+  row_sum = row_sum * exp(row_max - new_max) + block_sum;
+  row_max = new_max;
+}
+
 // One step of a subgroup's rows: S = Q K^T for the step's keys (in shared memory); then the
 // logits out and this lane's half of its row's running (max, sum of exp) updated, or with
 // OUTPUT_SUMS the subgroup's sums of the slots' probabilities into column_sums.
-void step_logits(uint step, uint sub_first_row, uint rows_per_kv_head, uint first_out_row, inout float row_max, inout float row_sum) {
+void step_logits(uint step, uint sub_first_row, uint rows_per_kv_head, uint first_out_row, inout vec2 row_max, inout vec2 row_sum) {
   const uint lane = gl_SubgroupInvocationID, lane_row = lane >> 1, lane_half = lane & 1u;
   const uint scratch_base = KEY_ITEMS + gl_SubgroupID * SCRATCH_ITEMS;
   const float scale = inversesqrt(float(HEAD_DIM));
@@ -147,8 +200,13 @@ void step_logits(uint step, uint sub_first_row, uint rows_per_kv_head, uint firs
                     gl_CooperativeMatrixLayoutColumnMajor);
         s_acc = coopMatMulAdd(q_frag[block], k_frag, s_acc);
       }
-      coopMatStore(s_acc, tile_items, scratch_base + half_block * (MAT / 4), S_STRIDE, gl_CooperativeMatrixLayoutRowMajor);
+      if (ROWS_IN_REGISTERS)
+        block_in_registers(s_acc, chunk_slot + half_block * MAT, sub_first_row, rows_per_kv_head,
+                           gl_SubgroupID * SLOT_STEP + chunk * CHUNK_SLOTS + half_block * MAT, row_max, row_sum);
+      else
+        coopMatStore(s_acc, tile_items, scratch_base + half_block * (MAT / 4), S_STRIDE, gl_CooperativeMatrixLayoutRowMajor);
     }
+    if (ROWS_IN_REGISTERS) continue;
     subgroupBarrier();
 
     if (OUTPUT == OUTPUT_SUMS) {
@@ -179,12 +237,12 @@ void step_logits(uint step, uint sub_first_row, uint rows_per_kv_head, uint firs
     float chunk_max = KVC_NEG_INF;
     [[unroll]] for (uint j = 0; j < MAT; ++j)
       if (half_slot + j < push.num_prefix) chunk_max = max(chunk_max, s[j]);
-    const float new_max = max(row_max, chunk_max);
+    const float new_max = max(row_max.x, chunk_max);
     float chunk_sum = 0.0;
     [[unroll]] for (uint j = 0; j < MAT; ++j)
       if (half_slot + j < push.num_prefix) chunk_sum += exp(s[j] - new_max);
-    row_sum = row_sum * exp(row_max - new_max) + chunk_sum;
-    row_max = new_max;
+    row_sum.x = row_sum.x * exp(row_max.x - new_max) + chunk_sum;
+    row_max.x = new_max;
     subgroupBarrier();  // every lane has read the chunk before the next one overwrites it
   }
 }
@@ -228,8 +286,9 @@ void main() {
     [[unroll]] for (uint block = 0; block < DIM_BLOCKS; ++block)
       coopMatLoad(q_frag[block], tile_items, subgroup * MAT * ROW_STRIDE + block * 2u, ROW_STRIDE, gl_CooperativeMatrixLayoutRowMajor);
 
-  // This lane's half of its row's running (max, sum of exp) over the workgroup's steps.
-  float row_max = KVC_NEG_INF, row_sum = 0.0;
+  // This lane's share of its rows' running (max, sum of exp) over the workgroup's steps: through
+  // shared memory half of its lane pair's row (in .x), in registers its two QuadRows rows.
+  vec2 row_max = vec2(KVC_NEG_INF), row_sum = vec2(0.0);
   for (uint step = first_step; step < end_step; ++step) {
     barrier();  // the queries, or the last step's keys, are read before this step's overwrite them
     [[unroll]] for (uint i = 0; i < STAGED_PER_THREAD; ++i) {
@@ -252,10 +311,22 @@ void main() {
   }
   if (!sub_real || OUTPUT == OUTPUT_SUMS) return;
 
-  // The lane pair's halves merged: a half with no slot in the prefix has max -FLT_MAX and sum 0.
-  const float other_max = subgroupShuffleXor(row_max, 1u), other_sum = subgroupShuffleXor(row_sum, 1u);
-  const float group_max = max(row_max, other_max);
-  const float group_sum = row_sum * exp(row_max - group_max) + other_sum * exp(other_max - group_max);
-  if (row < rows_per_kv_head && lane_half == 0u)
-    partials[(kv_head * rows_per_kv_head + row) * push.num_tiles + gl_WorkGroupID.x] = vec2(group_max, group_sum);
+  // The shares of a row merged, over the lane pair or the quad: a share with no slot in the
+  // prefix has max -FLT_MAX and sum 0.
+  [[unroll]] for (uint mask = 1u; mask <= (ROWS_IN_REGISTERS ? 2u : 1u); mask <<= 1) {
+    const vec2 other_max = subgroupShuffleXor(row_max, mask), other_sum = subgroupShuffleXor(row_sum, mask);
+    const vec2 merged_max = max(row_max, other_max);
+    row_sum = row_sum * exp(row_max - merged_max) + other_sum * exp(other_max - merged_max);
+    row_max = merged_max;
+  }
+  if (ROWS_IN_REGISTERS) {
+    const uint lane = gl_SubgroupInvocationID;
+    [[unroll]] for (uint half_index = 0; half_index < 2; ++half_index) {
+      const uint quad_row = sub_first_row + (lane >> 2) + 8u * half_index;
+      if (quad_row < rows_per_kv_head && (lane & 3u) == 0u)
+        partials[(kv_head * rows_per_kv_head + quad_row) * push.num_tiles + gl_WorkGroupID.x] = vec2(row_max[half_index], row_sum[half_index]);
+    }
+  } else if (row < rows_per_kv_head && lane_half == 0u) {
+    partials[(kv_head * rows_per_kv_head + row) * push.num_tiles + gl_WorkGroupID.x] = vec2(row_max.x, row_sum.x);
+  }
 }

@@ -47,39 +47,37 @@ struct CoopmatPush {
   uint32_t num_slots, key_slot_stride, slot_stride, num_queries, group_size, num_q_heads;
 };
 
-// Where the prefill's softmax runs: in registers where the device's fragments are QuadRows
-// (the shader's header), unless KVC_COOPMAT_SOFTMAX=shared asks for the shared-memory route
-// every device can take (read per call, so that a test can run both). In registers the tiles
-// take 64 keys (H100, 2048 queries over 32K: 5.67 ms where 32 took 6.49), the scratch no
-// longer holding a tile's logits; through shared memory 32, as the scratch must.
-struct CoopmatSoftmax {
+// How the cooperative-matrix prefill runs: its softmax in registers (vk::rows_in_registers, the
+// shader's header) with 64-key tiles (H100, 2048 queries over 32K: 5.67 ms where 32 took 6.49),
+// the scratch no longer holding a tile's logits, or through shared memory with 32-key tiles,
+// as the scratch must; and its subgroups a workgroup. The register route first where the
+// device allows it, then the shared one, each with the most subgroups whose shared memory
+// fits; subgroups 0 when none does.
+struct CoopmatPlan {
   bool in_registers;
   uint32_t key_tile;  // the shader's KEY_TILE
+  uint32_t subgroups;
 };
-
-CoopmatSoftmax coopmat_softmax(const vk::Device& device) {
-  const char* setting = std::getenv("KVC_COOPMAT_SOFTMAX");
-  const bool shared = setting && std::strcmp(setting, "shared") == 0;
-  if (shared || device.fragment_layout() != vk::FragmentLayout::QuadRows) return {false, 32};
-  return {true, 64};
-}
 
 // The shader's shared memory: key and value tiles ([key][head_dim / 8 + 1] 16-byte items) and
 // per subgroup a scratch of 16 rows x (KEY_TILE / 4 + 1) items, or with the softmax in
 // registers 16 rows x 4 items (a 16 x 16 f32 block of O).
-uint32_t coopmat_shared_bytes(uint32_t head_dim, uint32_t subgroups, CoopmatSoftmax softmax) {
-  const uint32_t tile_items = softmax.key_tile * (head_dim / 8 + 1);
-  const uint32_t scratch_items = kCoopmatRows * (softmax.in_registers ? 4 : softmax.key_tile / 4 + 1);
-  return 16 * (2 * tile_items + subgroups * scratch_items);
+uint32_t coopmat_shared_bytes(uint32_t head_dim, const CoopmatPlan& plan) {
+  const uint32_t tile_items = plan.key_tile * (head_dim / 8 + 1);
+  const uint32_t scratch_items = kCoopmatRows * (plan.in_registers ? 4 : plan.key_tile / 4 + 1);
+  return 16 * (2 * tile_items + plan.subgroups * scratch_items);
 }
 
-// Subgroups per workgroup for the cooperative-matrix prefill, 0 when none fits the device.
-uint32_t coopmat_subgroups(const vk::Device& device, uint32_t head_dim) {
-  const CoopmatSoftmax softmax = coopmat_softmax(device);
-  for (uint32_t subgroups : kCoopmatSubgroupChoices)
-    if (device.fits_workgroup(subgroups * vk::kCooperativeSubgroupSize, coopmat_shared_bytes(head_dim, subgroups, softmax)))
-      return subgroups;
-  return 0;
+CoopmatPlan coopmat_plan(const vk::Device& device, uint32_t head_dim) {
+  const CoopmatPlan routes[] = {{true, 64, 0}, {false, 32, 0}};
+  for (CoopmatPlan plan : routes) {
+    if (plan.in_registers && !vk::rows_in_registers(device)) continue;
+    for (uint32_t subgroups : kCoopmatSubgroupChoices) {
+      plan.subgroups = subgroups;
+      if (device.fits_workgroup(subgroups * vk::kCooperativeSubgroupSize, coopmat_shared_bytes(head_dim, plan))) return plan;
+    }
+  }
+  return {false, 32, 0};
 }
 
 // Whether the cooperative-matrix prefill rotates keys as it stages them rather than reading
@@ -98,8 +96,7 @@ RotatedKeys rotated_keys(const AttentionShape& shape) { return {shape.num_kv_hea
 void prefill_on_cooperative_matrices(Backend& backend, const AttentionShape& shape, const AttentionArgs& args,
                                      const RopeBindings& rope, Tensor& q_rot, Tensor& lse) {
   const uint32_t dim = shape.head_dim;
-  const uint32_t subgroups = coopmat_subgroups(backend.device(), dim);
-  const CoopmatSoftmax softmax = coopmat_softmax(backend.device());
+  const CoopmatPlan plan = coopmat_plan(backend.device(), dim);
   const bool rotate_on_load = rope.style != 0 && rope_on_load();
   View keys = args.k;
   uint32_t key_slot_stride = shape.slot_stride;
@@ -112,10 +109,10 @@ void prefill_on_cooperative_matrices(Backend& backend, const AttentionShape& sha
   const CoopmatPush push{shape.num_slots, key_slot_stride, shape.slot_stride, shape.num_queries, group, shape.num_q_heads};
   backend.recorder().dispatch(
       {"attention_prefill_coopmat", 7, sizeof(CoopmatPush),
-       {subgroups * vk::kCooperativeSubgroupSize, dim, rotate_on_load ? rope.style : 0u, rotate_on_load ? rope.rotary_dims : 0u,
-        softmax.in_registers, softmax.key_tile}},
+       {plan.subgroups * vk::kCooperativeSubgroupSize, dim, rotate_on_load ? rope.style : 0u, rotate_on_load ? rope.rotary_dims : 0u,
+        plan.in_registers, plan.key_tile}},
       {slice(view(q_rot)), slice(keys), slice(args.v), slice(args.out), slice(view(lse)), rope.positions, rope.turns}, &push,
-      group_count(uint64_t(shape.num_queries) * group, subgroups * kCoopmatRows), shape.num_kv_heads);
+      group_count(uint64_t(shape.num_queries) * group, plan.subgroups * kCoopmatRows), shape.num_kv_heads);
 }
 
 }  // namespace
@@ -125,7 +122,7 @@ bool attention_on_cooperative_matrices(Backend& backend, const AttentionShape& s
       shape.head_dim > kCoopmatMaxHeadDim)
     return false;
   const vk::Device& device = backend.device();
-  if (device.matrix_path() != vk::MatrixPath::Cooperative || coopmat_subgroups(device, shape.head_dim) == 0) return false;
+  if (device.matrix_path() != vk::MatrixPath::Cooperative || coopmat_plan(device, shape.head_dim).subgroups == 0) return false;
   if (rope_style_constant(shape.key_rope()) == 0 || rope_on_load()) return true;
   return rotated_keys(shape).possible(backend);
 }

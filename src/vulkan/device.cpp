@@ -198,8 +198,14 @@ std::unique_ptr<Device> Device::create(const DeviceOptions& options) {
   vkGetDeviceQueue(self->device_, self->queue_family_, 0, &self->queue_);
   self->finish_setup();
   if (self->matrix_path_ == MatrixPath::Cooperative) {
-    self->fragment_layout_ = probe_fragment_layout(*self);
-    self->matrix_path_detail_ += std::string(", fragments ") + fragment_layout_name(self->fragment_layout_);
+    // The layout only lets kernels skip shared memory: a probe that fails leaves them the route
+    // every device takes, as a driver that refuses the extension leaves the SIMT kernels.
+    try {
+      self->fragment_layout_ = probe_fragment_layout(*self);
+      self->matrix_path_detail_ += std::string(", fragments ") + fragment_layout_name(self->fragment_layout_);
+    } catch (const Error& error) {
+      self->matrix_path_detail_ += std::string(", fragments opaque (the probe failed: ") + error.what() + ")";
+    }
   }
   return self;
 }

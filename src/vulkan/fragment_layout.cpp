@@ -1,7 +1,9 @@
 #include "vulkan/fragment_layout.h"
 
+#include <cstdlib>
 #include <cstring>
 
+#include "common/error.h"
 #include "vulkan/buffer.h"
 #include "vulkan/device.h"
 #include "vulkan/recorder.h"
@@ -35,6 +37,7 @@ FragmentLayout classify_fragment_layout(const std::vector<float>& positions) {
 }
 
 std::vector<float> read_fragment_map(Device& device) {
+  require(device.matrix_path() == MatrixPath::Cooperative, KVC_ERROR_INTERNAL, "fragment layout probed on a device without cooperative matrices");
   Buffer positions(device, kWords * sizeof(float), MemoryKind::HostVisible);
   Recorder recorder(device);
   recorder.begin();
@@ -49,6 +52,11 @@ FragmentLayout probe_fragment_layout(Device& device) { return classify_fragment_
 
 const char* fragment_layout_name(FragmentLayout layout) {
   return layout == FragmentLayout::QuadRows ? "quad rows" : "opaque";
+}
+
+bool rows_in_registers(const Device& device) {
+  const char* setting = std::getenv("KVC_COOPMAT_SOFTMAX");
+  return device.fragment_layout() == FragmentLayout::QuadRows && !(setting && std::strcmp(setting, "shared") == 0);
 }
 
 }  // namespace kvc::vk

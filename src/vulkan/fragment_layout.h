@@ -25,12 +25,20 @@ enum class FragmentLayout : uint32_t {
 // the two lengths).
 FragmentLayout classify_fragment_layout(const std::vector<float>& positions);
 
-// Runs fragment_layout_coopmat on `device` (whose path must be the cooperative one): its map.
+// Runs fragment_layout_coopmat on `device` (whose path must be the cooperative one) and returns
+// its map. It records and waits on a recorder of its own, whose start resets the device's
+// staging: only where no other recording is under way (device creation; tests between calls).
 std::vector<float> read_fragment_map(Device& device);
 
 // classify_fragment_layout(read_fragment_map(device)).
 FragmentLayout probe_fragment_layout(Device& device);
 
 const char* fragment_layout_name(FragmentLayout layout);
+
+// Whether the cooperative-matrix kernels do their row-wise work (softmax, row statistics) on
+// accumulator elements in registers: where the device's fragments are QuadRows, unless
+// KVC_COOPMAT_SOFTMAX=shared asks for the shared-memory route every device can take (read per
+// call, so that a test can run both).
+bool rows_in_registers(const Device& device);
 
 }  // namespace kvc::vk

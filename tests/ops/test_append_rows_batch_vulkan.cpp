@@ -120,7 +120,7 @@ void check_batch(uint32_t caches, const BatchShape& batch) {
   REQUIRE(gpu != nullptr);
   const std::vector<std::vector<unsigned char>> per_entry = run(*gpu, batch, chunks, false);
   for (bool fallback : {false, true}) {
-    const test::BatchDecodeFallback setting(fallback);
+    const test::EnvironmentSetting setting("KVC_BATCH_DECODE", fallback ? "per_cache" : nullptr);
     CHECK((ops::append_rows_batch_entries_per_dispatch(*gpu) == 0) == fallback);
     const std::vector<std::vector<unsigned char>> stored = run(*gpu, batch, chunks, true);
     for (uint32_t index = 0; index < caches; ++index) {

@@ -46,7 +46,7 @@ void check_batch(uint32_t caches, uint32_t q_heads, uint32_t kv_heads, Dtype dty
   Backend* gpu = test::vulkan_backend();
   REQUIRE(gpu != nullptr);
   for (bool per_cache : {false, true}) {
-    const test::BatchDecodeFallback fallback(per_cache);
+    const test::EnvironmentSetting fallback("KVC_BATCH_DECODE", per_cache ? "per_cache" : nullptr);
     CHECK((ops::attention_batch_caches_per_dispatch(*gpu) == 0) == per_cache);
     std::vector<test::AttentionTensors> tensors;
     std::vector<ops::DecodeEntry> entries;

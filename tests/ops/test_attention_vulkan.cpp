@@ -45,16 +45,11 @@ struct CoopmatVariant {
   bool softmax_shared = false;
 };
 
-class CoopmatVariantGuard {
- public:
-  explicit CoopmatVariantGuard(CoopmatVariant variant) {
-    if (variant.rope_on_load) setenv("KVC_COOPMAT_ROPE", "load", 1);
-    if (variant.softmax_shared) setenv("KVC_COOPMAT_SOFTMAX", "shared", 1);
-  }
-  ~CoopmatVariantGuard() {
-    unsetenv("KVC_COOPMAT_ROPE");
-    unsetenv("KVC_COOPMAT_SOFTMAX");
-  }
+struct CoopmatVariantGuard {
+  explicit CoopmatVariantGuard(CoopmatVariant variant)
+      : rope("KVC_COOPMAT_ROPE", variant.rope_on_load ? "load" : nullptr),
+        softmax("KVC_COOPMAT_SOFTMAX", variant.softmax_shared ? "shared" : nullptr) {}
+  const test::EnvironmentSetting rope, softmax;
 };
 
 // The variants a chunk of `shape` runs on `gpu`: the default alone on SIMT; on cooperative
@@ -64,7 +59,7 @@ std::vector<CoopmatVariant> coopmat_variants(Backend& gpu, const ops::AttentionS
   std::vector<CoopmatVariant> variants{{}};
   if (!ops::attention_on_cooperative_matrices(gpu, shape)) return variants;
   if (shape.rope.enabled()) variants.push_back({true, false});
-  if (gpu.device().fragment_layout() == vk::FragmentLayout::QuadRows) variants.push_back({false, true});
+  if (vk::rows_in_registers(gpu.device())) variants.push_back({false, true});
   return variants;
 }
 

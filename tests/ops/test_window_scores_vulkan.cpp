@@ -11,8 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "support/test_support.h"
 #include "support/window_case.h"
 #include "vulkan/device.h"
+#include "vulkan/fragment_layout.h"
 
 namespace kvc {
 namespace {
@@ -94,17 +96,24 @@ void check_against_cpu(const ops::WindowScoresShape& shape) {
   for (Backend* gpu : backends_for(shape)) {
     REQUIRE(gpu != nullptr);
     const bool cooperative = ops::window_logits_on_cooperative_matrices(*gpu, shape);
-    const test::WindowResult actual = problem.run(*gpu);
-    INFO("q_heads ", shape.num_q_heads, " kv_heads ", shape.num_kv_heads, " head_dim ", shape.head_dim, " window ", shape.window,
-         " prefix ", shape.num_prefix(), " hit_k ", shape.hit_k, " ", std::string(dtype_name(shape.dtype)), " rope ", shape.rope.style,
-         "/", shape.rope.rotary_dims, std::string(cooperative ? " cooperative" : " SIMT"));
-    // The sums per kv head are attention scores of the window's queries (probabilities summed
-    // over queries and heads), so they take attention's score tolerance for the path: on SIMT
-    // f32 logits and exp against double, about 1e-6 of the largest; on cooperative matrices
-    // the logits' f16 rounding (test::scores_tolerance says why).
-    CHECK(test::relative_max_error(actual.cumulative, expected.cumulative) < test::scores_tolerance(cooperative, shape.rope.enabled()));
-    if (!cooperative) CHECK(actual.hits == expected.hits);
-    else if (shape.hit_k > 0) check_hits_within_error(problem, actual, expected);
+    // Where the rows' work runs in registers, the shared-memory route too.
+    const bool both_routes = cooperative && vk::rows_in_registers(gpu->device());
+    for (bool shared_route : {false, true}) {
+      if (shared_route && !both_routes) continue;
+      const test::EnvironmentSetting route("KVC_COOPMAT_SOFTMAX", shared_route ? "shared" : nullptr);
+      const test::WindowResult actual = problem.run(*gpu);
+      INFO("q_heads ", shape.num_q_heads, " kv_heads ", shape.num_kv_heads, " head_dim ", shape.head_dim, " window ", shape.window,
+           " prefix ", shape.num_prefix(), " hit_k ", shape.hit_k, " ", std::string(dtype_name(shape.dtype)), " rope ",
+           shape.rope.style, "/", shape.rope.rotary_dims, std::string(cooperative ? " cooperative" : " SIMT"),
+           std::string(shared_route ? ", rows through shared memory" : ""));
+      // The sums per kv head are attention scores of the window's queries (probabilities summed
+      // over queries and heads), so they take attention's score tolerance for the path: on SIMT
+      // f32 logits and exp against double, about 1e-6 of the largest; on cooperative matrices
+      // the logits' f16 rounding (test::scores_tolerance says why).
+      CHECK(test::relative_max_error(actual.cumulative, expected.cumulative) < test::scores_tolerance(cooperative, shape.rope.enabled()));
+      if (!cooperative) CHECK(actual.hits == expected.hits);
+      else if (shape.hit_k > 0) check_hits_within_error(problem, actual, expected);
+    }
   }
   CHECK(test::validation_messages() == 0);
 }

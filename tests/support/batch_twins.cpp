@@ -67,7 +67,7 @@ std::vector<unsigned char> read_buffer(kvc_context* context, kvc_buffer* buffer,
 }  // namespace
 
 void check_batch_twins(kvc_backend backend, const BatchOptions& options, double batched_tolerance) {
-  const BatchDecodeFallback fallback(options.per_cache);
+  const EnvironmentSetting fallback("KVC_BATCH_DECODE", options.per_cache ? "per_cache" : nullptr);
   ContextPtr context = make_context(backend);
   REQUIRE(context);
   kvc_context* ctx = context.get();

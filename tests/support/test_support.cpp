@@ -153,11 +153,11 @@ double relative_max_error(const std::vector<float>& actual, const std::vector<fl
   return scale > 0 ? max_error / scale : max_error;
 }
 
-BatchDecodeFallback::BatchDecodeFallback(bool per_cache) {
-  if (per_cache) setenv("KVC_BATCH_DECODE", "per_cache", 1);
-  else unsetenv("KVC_BATCH_DECODE");
+EnvironmentSetting::EnvironmentSetting(const char* name, const char* value) : name_(name) {
+  if (value) setenv(name, value, 1);
+  else unsetenv(name);
 }
 
-BatchDecodeFallback::~BatchDecodeFallback() { unsetenv("KVC_BATCH_DECODE"); }
+EnvironmentSetting::~EnvironmentSetting() { unsetenv(name_); }
 
 }  // namespace kvc::test

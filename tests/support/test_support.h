@@ -63,14 +63,17 @@ std::vector<unsigned char> read_tensor(Backend& backend, const Tensor& tensor, s
 // NaN anywhere gives +inf.
 double relative_max_error(const std::vector<float>& actual, const std::vector<float>& reference);
 
-// The per-cache fallback of batched decode (KVC_BATCH_DECODE=per_cache, which libkvc reads
-// per call) when `per_cache`, for the guard's lifetime; unset after either way.
-class BatchDecodeFallback {
+// An environment variable libkvc reads per call (KVC_BATCH_DECODE, KVC_COOPMAT_SOFTMAX, ...)
+// set to `value`, or unset when `value` is null, for the guard's lifetime; unset after either way.
+class EnvironmentSetting {
  public:
-  explicit BatchDecodeFallback(bool per_cache);
-  ~BatchDecodeFallback();
-  BatchDecodeFallback(const BatchDecodeFallback&) = delete;
-  BatchDecodeFallback& operator=(const BatchDecodeFallback&) = delete;
+  EnvironmentSetting(const char* name, const char* value);
+  ~EnvironmentSetting();
+  EnvironmentSetting(const EnvironmentSetting&) = delete;
+  EnvironmentSetting& operator=(const EnvironmentSetting&) = delete;
+
+ private:
+  const char* name_;
 };
 
 }  // namespace kvc::test

@@ -59,7 +59,7 @@ TEST_CASE("the build embeds the cooperative-matrix shaders when CI says it insta
   // .ci/run sets KVC_REQUIRE_COOPMAT_SHADERS=1 after scripts/install-deps.sh: a build that
   // silently fell back to Debian's glslang 12 would compile none of them.
   const char* required = std::getenv("KVC_REQUIRE_COOPMAT_SHADERS");
-  for (const char* shader : {"attention_prefill_coopmat", "window_logits_coopmat"}) {
+  for (const char* shader : {"attention_prefill_coopmat", "window_logits_coopmat", "fragment_layout_coopmat"}) {
     const bool embedded = vk::has_embedded_shader(shader);
     const std::string state = std::string(shader) + (embedded ? " embedded" : " not embedded (built without glslang >= 13)");
     MESSAGE(state);
