@@ -177,8 +177,9 @@ void block_in_registers(ACC s_acc, uint block_slot, uint sub_first_row, uint row
 }
 
 // One step of a subgroup's rows: S = Q K^T for the step's keys (in shared memory); then the
-// logits out and this lane's half of its row's running (max, sum of exp) updated, or with
-// OUTPUT_SUMS the subgroup's sums of the slots' probabilities into column_sums.
+// logits out and this lane's share of its rows' running (max, sum of exp) updated, or with
+// OUTPUT_SUMS the subgroup's sums of the slots' probabilities into column_sums: in registers
+// (block_in_registers) or through the subgroup's scratch, a lane pair per row.
 void step_logits(uint step, uint sub_first_row, uint rows_per_kv_head, uint first_out_row, inout vec2 row_max, inout vec2 row_sum) {
   const uint lane = gl_SubgroupInvocationID, lane_row = lane >> 1, lane_half = lane & 1u;
   const uint scratch_base = KEY_ITEMS + gl_SubgroupID * SCRATCH_ITEMS;
@@ -250,8 +251,8 @@ void step_logits(uint step, uint sub_first_row, uint rows_per_kv_head, uint firs
 void main() {
   const uint thread = gl_LocalInvocationID.x;
   const uint subgroup = gl_SubgroupID;
-  // Lane pair (2r, 2r + 1) holds row r of the subgroup's 16 (row statistics), each half of a
-  // chunk's slots.
+  // Through the scratch, lane pair (2r, 2r + 1) holds row r of the subgroup's 16 (row
+  // statistics), each half of a chunk's slots.
   const uint lane_row = gl_SubgroupInvocationID >> 1, lane_half = gl_SubgroupInvocationID & 1u;
   const uint kv_head = gl_WorkGroupID.y;
   const uint rows_per_kv_head = push.group_size * push.window;

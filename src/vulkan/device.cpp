@@ -204,6 +204,7 @@ std::unique_ptr<Device> Device::create(const DeviceOptions& options) {
       self->fragment_layout_ = probe_fragment_layout(*self);
       self->matrix_path_detail_ += std::string(", fragments ") + fragment_layout_name(self->fragment_layout_);
     } catch (const Error& error) {
+      if (error.status() == KVC_ERROR_DEVICE_LOST) throw;  // nothing would run on it
       self->matrix_path_detail_ += std::string(", fragments opaque (the probe failed: ") + error.what() + ")";
     }
   }

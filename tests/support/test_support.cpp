@@ -158,6 +158,6 @@ EnvironmentSetting::EnvironmentSetting(const char* name, const char* value) : na
   else unsetenv(name);
 }
 
-EnvironmentSetting::~EnvironmentSetting() { unsetenv(name_); }
+EnvironmentSetting::~EnvironmentSetting() { unsetenv(name_.c_str()); }
 
 }  // namespace kvc::test

@@ -73,7 +73,7 @@ class EnvironmentSetting {
   EnvironmentSetting& operator=(const EnvironmentSetting&) = delete;
 
  private:
-  const char* name_;
+  std::string name_;
 };
 
 }  // namespace kvc::test
