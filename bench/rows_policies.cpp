@@ -112,17 +112,18 @@ void add_window_selection_rows(Backend& backend, const Timing& timing, const Row
       shape.indicator = variant.indicator;
       if (variant.indicator == WindowIndicator::HitRate) shape.scores.hit_k = std::min(budgets[layer], prefix);
       shape.hit_min_count = hits_needed(0.5f, (kQHeads / kKvHeads) * window);
-      workspace.reserve(backend, shape);
     }
+    workspace.reserve(backend, shapes);
+    const std::vector<LayerViews> from(layers, {view(*k), view(*v), view(*positions)});
+    const std::vector<LayerViews> to(layers, {view(*k_to), view(*v_to), view(*positions_to)});
     Row row;
     row.name = variant.name;
     row.shape = "layers=" + std::to_string(layers) + " qh=32 kvh=8 d=128 w=32 prefix=" + std::to_string(prefix) +
                 " budget=" + std::to_string(budget);
     row.dtype = "f16";
     row.median_us = median_us(backend, timing, [&] {
-      for (uint32_t layer = 0; layer < layers; ++layer)
-        workspace.record(backend, shapes[layer], view(*q), {view(*k), view(*v), view(*positions)}, View{},
-                         {view(*k_to), view(*v_to), view(*positions_to)});
+      for (uint32_t layer = 0; layer < layers; ++layer) workspace.record_scores(backend, shapes, layer, view(*q), from[layer], View{});
+      workspace.record_selection(backend, shapes, from, to);
     });
     // The keys are read once; the kept slots' K, V and positions are read and written once.
     row.bytes = double(layers) * (double(kKvHeads) * slots * kHeadDim * 2 + 2.0 * kKvHeads * budget * (2 * kHeadDim * 2 + 4));

@@ -23,6 +23,9 @@ layout(push_constant) uniform Push {
   uint k;
   uint index_stride;
   uint priority_min;
+  uint rows_per_block;  // rows come in blocks (TopKShape), block b's rows from b * block_stride
+  uint block_stride;
+  uint index_block_stride;
 } push;
 
 const uint WORKGROUP = gl_WorkGroupSize.x;
@@ -38,7 +41,9 @@ uint select_key(uint i) {
 
 void main() {
   const uint thread = gl_LocalInvocationID.x;
-  base = gl_WorkGroupID.x * push.row_stride;
+  const uint block = gl_WorkGroupID.x / push.rows_per_block, row_in_block = gl_WorkGroupID.x % push.rows_per_block;
+  base = block * push.block_stride + row_in_block * push.row_stride;
+  const uint index_base = block * push.index_block_stride + row_in_block * push.index_stride;
 
   const RadixSelection selection = radix_select(push.row_length, push.k);
   const uint threshold = selection.threshold;
@@ -64,7 +69,7 @@ void main() {
       const uint key = select_key(i);
       bool take = key > threshold;
       if (key == threshold) take = equal_rank++ < needed_equal;
-      if (take) indices[gl_WorkGroupID.x * push.index_stride + destination++] = i;
+      if (take) indices[index_base + destination++] = i;
     }
     const uint equal_taken_now = min(total & 0xffffu, needed_equal - taken_equal);
     written += (total >> 16) + equal_taken_now;

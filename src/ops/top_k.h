@@ -20,7 +20,20 @@ struct TopKShape {
   uint32_t k = 0;             // <= row_length
   uint32_t index_stride = 0;  // indices allocated per row in `indices`, >= k
   uint32_t priority_min = 0;  // with priority: counts >= priority_min rank first
+  // Rows in blocks (the layers of one selection, each in its own aligned part of a buffer):
+  // blocks of rows_per_block rows (0: all rows one block), block b's first row at
+  // b * block_stride floats of scores (and priority) and b * index_block_stride indices.
+  uint32_t rows_per_block = 0;
+  uint32_t block_stride = 0;        // >= rows_per_block * row_stride
+  uint32_t index_block_stride = 0;  // >= rows_per_block * index_stride
 };
+
+// Where row `row` starts: in scores (and priority) with `stride` = row_stride and `block` =
+// block_stride, in indices with index_stride and index_block_stride.
+inline uint64_t top_k_row_start(const TopKShape& shape, uint32_t row, uint32_t stride, uint32_t block) {
+  if (shape.rows_per_block == 0) return uint64_t(row) * stride;
+  return uint64_t(row / shape.rows_per_block) * block + uint64_t(row % shape.rows_per_block) * stride;
+}
 
 struct TopKArgs {
   View scores;    // f32 [num_rows][row_stride], >= 0

@@ -15,12 +15,15 @@ void check_top_k_shape(const TopKShape& shape) {
           "top_k: k = " + std::to_string(shape.k) + " exceeds the row length " + std::to_string(shape.row_length));
   require(shape.row_length <= shape.row_stride && shape.k <= shape.index_stride, KVC_ERROR_INVALID_ARGUMENT,
           "top_k: a row or index stride is shorter than what it holds");
+  require(shape.rows_per_block == 0 || (uint64_t(shape.block_stride) >= uint64_t(shape.rows_per_block) * shape.row_stride &&
+                                        uint64_t(shape.index_block_stride) >= uint64_t(shape.rows_per_block) * shape.index_stride),
+          KVC_ERROR_INVALID_ARGUMENT, "top_k: a block stride is shorter than its rows");
 }
 
 void top_k_cpu(const TopKShape& shape, const TopKArgs& args) {
   std::vector<std::pair<uint32_t, uint32_t>> ranked(shape.row_length);  // (key, position)
   for (uint32_t row = 0; row < shape.num_rows; ++row) {
-    const size_t base = size_t(row) * shape.row_stride;
+    const size_t base = top_k_row_start(shape, row, shape.row_stride, shape.block_stride);
     for (uint32_t i = 0; i < shape.row_length; ++i) {
       uint32_t bits;
       std::memcpy(&bits, args.scores.host<float>() + base + i, 4);
@@ -31,7 +34,7 @@ void top_k_cpu(const TopKShape& shape, const TopKArgs& args) {
       return a.first != b.first ? a.first > b.first : a.second < b.second;
     };
     std::partial_sort(ranked.begin(), ranked.begin() + shape.k, ranked.end(), before);
-    uint32_t* out = args.indices.host<uint32_t>() + size_t(row) * shape.index_stride;
+    uint32_t* out = args.indices.host<uint32_t>() + top_k_row_start(shape, row, shape.index_stride, shape.index_block_stride);
     for (uint32_t i = 0; i < shape.k; ++i) out[i] = ranked[i].second;
     std::sort(out, out + shape.k);
   }

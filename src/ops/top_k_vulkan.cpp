@@ -12,13 +12,17 @@ constexpr uint32_t kRunLength = 8;  // consecutive positions per thread in the w
 
 struct TopKPush {
   uint32_t row_length, row_stride, k, index_stride, priority_min;
+  uint32_t rows_per_block, block_stride, index_block_stride;
 };
 
 }  // namespace
 
 void top_k_vulkan(Backend& backend, const TopKShape& shape, const TopKArgs& args) {
   if (shape.num_rows == 0 || shape.k == 0) return;
-  const TopKPush push{shape.row_length, shape.row_stride, shape.k, shape.index_stride, shape.priority_min};
+  // One block of every row is blocks of num_rows rows.
+  const uint32_t rows_per_block = shape.rows_per_block ? shape.rows_per_block : shape.num_rows;
+  const TopKPush push{shape.row_length, shape.row_stride, shape.k, shape.index_stride, shape.priority_min,
+                      rows_per_block,   shape.block_stride, shape.index_block_stride};
   const bool has_priority = static_cast<bool>(args.priority);
   const uint32_t threads = radix_select_workgroup(backend.device(), "top_k");
   backend.recorder().dispatch({"top_k", 3, sizeof(TopKPush), {threads, kRunLength, has_priority}},

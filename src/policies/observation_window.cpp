@@ -182,17 +182,20 @@ void WindowPolicy::end_prefill(Cache& cache) {
       step.scores.hit_k = std::min(config_.hit_k ? config_.hit_k : selection.budget, step.scores.num_prefix());
     step.hit_min_count = hits_needed(config_.hit_threshold, shape.group_size() * config_.window);
     step.out_slot_stride = selection.slot_stride;
-    workspace_.reserve(backend, step);
     steps.push_back(step);
     selection.storage = make_layer_storage(backend, cache.config(), selection.slot_stride);
   }
+  workspace_.reserve(backend, steps);
+  std::vector<LayerViews> from, to;
   for (size_t i = 0; i < selections.size(); ++i) {
     Selection& selection = selections[i];
     LayerState& state = cache.layer(selection.layer);
+    from.push_back({view(*state.k), view(*state.v), view(*state.positions)});
+    to.push_back({view(*selection.storage.k), view(*selection.storage.v), view(*selection.storage.positions)});
     copy_ring(backend, selection.layer, state.tokens_seen - config_.window, config_.window, view(*window_q_), false);
-    workspace_.record(backend, steps[i], view(*window_q_), {view(*state.k), view(*state.v), view(*state.positions)},
-                      cache.turn_table(), {view(*selection.storage.k), view(*selection.storage.v), view(*selection.storage.positions)});
+    workspace_.record_scores(backend, steps, i, view(*window_q_), from[i], cache.turn_table());
   }
+  workspace_.record_selection(backend, steps, from, to);
   for (Selection& selection : selections) {
     LayerState& state = cache.layer(selection.layer);
     // The prompt's storage is released once the recorded selection has read it.

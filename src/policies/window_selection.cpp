@@ -1,5 +1,6 @@
 #include "policies/window_selection.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "ops/compact.h"
@@ -16,15 +17,43 @@ uint32_t hits_needed(float theta, uint32_t rows) {
 
 namespace {
 
-// Bytes of each intermediate for one shape.
-struct WorkspaceBytes {
-  size_t per_kv_slot, kept;
+// Where each layer's intermediates lie: its per-slot tensors (scores, pooled scores, hits;
+// [num_kv_heads][num_prefix] floats or counts) and its kept indices ([num_kv_heads][kept_prefix])
+// each from an offset aligned for any binding, so a layer's part binds on its own and a run of
+// layers of one shape sits at one stride.
+struct WorkspaceParts {
+  std::vector<size_t> per_slot, kept;  // byte offsets, a layer each
+  size_t per_slot_bytes = 0, kept_bytes = 0;
 };
 
-WorkspaceBytes workspace_bytes(const SelectionShape& shape) {
-  const ops::WindowScoresShape& scores = shape.scores;
-  // One kept index more than needed, so the tensor exists when no prefix slot is kept.
-  return {size_t(scores.num_kv_heads) * scores.num_prefix() * 4, (size_t(scores.num_kv_heads) * shape.kept_prefix + 1) * 4};
+constexpr size_t kPartAlignment = 256;  // the largest minStorageBufferOffsetAlignment Vulkan allows
+
+size_t aligned(size_t bytes) { return (bytes + kPartAlignment - 1) / kPartAlignment * kPartAlignment; }
+
+// A layer's part of each tensor, at least a word, so that a layer keeping no prefix slot
+// still binds something.
+size_t per_slot_part(const SelectionShape& shape) {
+  return aligned(std::max<size_t>(size_t(shape.scores.num_kv_heads) * shape.scores.num_prefix() * 4, 4));
+}
+size_t kept_part(const SelectionShape& shape) {
+  return aligned(std::max<size_t>(size_t(shape.scores.num_kv_heads) * shape.kept_prefix * 4, 4));
+}
+
+WorkspaceParts workspace_parts(const std::vector<SelectionShape>& shapes) {
+  WorkspaceParts parts;
+  for (const SelectionShape& shape : shapes) {
+    parts.per_slot.push_back(parts.per_slot_bytes);
+    parts.kept.push_back(parts.kept_bytes);
+    parts.per_slot_bytes += per_slot_part(shape);
+    parts.kept_bytes += kept_part(shape);
+  }
+  return parts;
+}
+
+// Whether layers a and b rank alike: one top-k dispatch takes both, at one stride.
+bool rank_alike(const SelectionShape& a, const SelectionShape& b) {
+  return a.scores.num_kv_heads == b.scores.num_kv_heads && a.scores.num_prefix() == b.scores.num_prefix() &&
+         a.kept_prefix == b.kept_prefix && a.indicator == b.indicator && a.hit_min_count == b.hit_min_count;
 }
 
 }  // namespace
@@ -38,12 +67,14 @@ Tensor& SelectionWorkspace::reserved(const std::shared_ptr<Tensor>& tensor, size
   return *tensor;
 }
 
-void SelectionWorkspace::reserve(Backend& backend, const SelectionShape& shape) {
-  const WorkspaceBytes bytes = workspace_bytes(shape);
-  grow(cumulative_, backend, bytes.per_kv_slot);
-  // The pooled scores or the hit counts, whichever the indicator ranks by.
-  grow(shape.indicator == WindowIndicator::PooledAttention ? pooled_ : hits_, backend, bytes.per_kv_slot);
-  grow(kept_, backend, bytes.kept);
+void SelectionWorkspace::reserve(Backend& backend, const std::vector<SelectionShape>& shapes) {
+  const WorkspaceParts parts = workspace_parts(shapes);
+  grow(cumulative_, backend, parts.per_slot_bytes);
+  // The pooled scores or the hit counts, whichever each layer ranks by.
+  for (WindowIndicator indicator : {WindowIndicator::PooledAttention, WindowIndicator::HitRate})
+    if (std::any_of(shapes.begin(), shapes.end(), [&](const SelectionShape& shape) { return shape.indicator == indicator; }))
+      grow(indicator == WindowIndicator::PooledAttention ? pooled_ : hits_, backend, parts.per_slot_bytes);
+  grow(kept_, backend, parts.kept_bytes);
 }
 
 size_t SelectionWorkspace::bytes_held() const {
@@ -52,34 +83,59 @@ size_t SelectionWorkspace::bytes_held() const {
   return total;
 }
 
-void SelectionWorkspace::record(Backend& backend, const SelectionShape& shape, View q, const LayerViews& from, View turn_table,
-                                const LayerViews& to) {
+void SelectionWorkspace::record_scores(Backend& backend, const std::vector<SelectionShape>& shapes, size_t layer, View q,
+                                       const LayerViews& from, View turn_table) {
+  const WorkspaceParts parts = workspace_parts(shapes);
+  const SelectionShape& shape = shapes[layer];
   const ops::WindowScoresShape& scores = shape.scores;
-  const uint32_t prefix = scores.num_prefix();
-  const WorkspaceBytes bytes = workspace_bytes(shape);
-  Tensor& cumulative = reserved(cumulative_, bytes.per_kv_slot);
-  Tensor& kept = reserved(kept_, bytes.kept);
+  const View cumulative{&reserved(cumulative_, parts.per_slot_bytes), parts.per_slot[layer]};
   if (shape.indicator == WindowIndicator::PooledAttention) {
     ops::WindowScoresShape attention_only = scores;
     attention_only.hit_k = 0;  // pooled attention ranks by the sums alone: no hits to count
-    ops::window_scores(backend, attention_only, {q, from.k, from.positions, turn_table, view(cumulative), View{}});
-    Tensor& pooled = reserved(pooled_, bytes.per_kv_slot);
-    ops::max_pool(backend, {scores.num_kv_heads, prefix, shape.pool_kernel}, {view(cumulative), view(pooled)});
-    ops::top_k(backend, {scores.num_kv_heads, prefix, prefix, shape.kept_prefix, shape.kept_prefix, 0},
-               {view(pooled), View{}, view(kept)});
+    ops::window_scores(backend, attention_only, {q, from.k, from.positions, turn_table, cumulative, View{}});
+    const View pooled{&reserved(pooled_, parts.per_slot_bytes), parts.per_slot[layer]};
+    ops::max_pool(backend, {scores.num_kv_heads, scores.num_prefix(), shape.pool_kernel}, {cumulative, pooled});
   } else {
     // GQA: the cache holds one key per kv head, so each query head of the group observes it:
     // a kv head's hit rate is its hits over group x window rows (Eq. 1 with every query
     // head's distribution in L_w), which is the paper's per-head rule when the group is 1.
-    // Keys reaching hit_min_count rank first; the cumulative attention pads (or cuts) them.
-    Tensor& hits = reserved(hits_, bytes.per_kv_slot);
-    ops::window_scores(backend, scores, {q, from.k, from.positions, turn_table, view(cumulative), view(hits)});
-    ops::top_k(backend, {scores.num_kv_heads, prefix, prefix, shape.kept_prefix, shape.kept_prefix, shape.hit_min_count},
-               {view(cumulative), view(hits), view(kept)});
+    const View hits{&reserved(hits_, parts.per_slot_bytes), parts.per_slot[layer]};
+    ops::window_scores(backend, scores, {q, from.k, from.positions, turn_table, cumulative, hits});
   }
-  const ops::CompactShape move{scores.num_kv_heads, scores.head_dim, scores.slot_stride, shape.kept_prefix, shape.kept_prefix,
-                               prefix, scores.window, scores.dtype, shape.out_slot_stride};
-  ops::compact(backend, move, {view(kept), from.k, from.v, from.positions, to.k, to.v, to.positions});
+}
+
+void SelectionWorkspace::record_selection(Backend& backend, const std::vector<SelectionShape>& shapes,
+                                          const std::vector<LayerViews>& from, const std::vector<LayerViews>& to) {
+  const WorkspaceParts parts = workspace_parts(shapes);
+  Tensor& kept = reserved(kept_, parts.kept_bytes);
+  for (size_t first = 0; first < shapes.size();) {
+    // A run of layers that rank alike (at most 65535 rows: one workgroup a row), one top-k.
+    const SelectionShape& shape = shapes[first];
+    const uint32_t kv_heads = shape.scores.num_kv_heads, prefix = shape.scores.num_prefix();
+    size_t end = first + 1;
+    while (end < shapes.size() && rank_alike(shapes[end], shape) && (end - first + 1) * kv_heads <= 65535) ++end;
+    const uint32_t layers = static_cast<uint32_t>(end - first);
+    const ops::TopKShape top{layers * kv_heads, prefix, prefix, shape.kept_prefix, shape.kept_prefix,
+                             shape.indicator == WindowIndicator::HitRate ? shape.hit_min_count : 0,
+                             kv_heads, uint32_t(per_slot_part(shape) / 4), uint32_t(kept_part(shape) / 4)};
+    const View kept_run{&kept, parts.kept[first]};
+    if (shape.indicator == WindowIndicator::PooledAttention) {
+      ops::top_k(backend, top, {View{&reserved(pooled_, parts.per_slot_bytes), parts.per_slot[first]}, View{}, kept_run});
+    } else {
+      // Keys reaching hit_min_count rank first; the cumulative attention pads (or cuts) them.
+      ops::top_k(backend, top, {View{&reserved(cumulative_, parts.per_slot_bytes), parts.per_slot[first]},
+                                View{&reserved(hits_, parts.per_slot_bytes), parts.per_slot[first]}, kept_run});
+    }
+    first = end;
+  }
+  for (size_t layer = 0; layer < shapes.size(); ++layer) {
+    const ops::WindowScoresShape& scores = shapes[layer].scores;
+    const ops::CompactShape move{scores.num_kv_heads, scores.head_dim,     scores.slot_stride,
+                                 shapes[layer].kept_prefix, shapes[layer].kept_prefix, scores.num_prefix(),
+                                 scores.window,       scores.dtype,        shapes[layer].out_slot_stride};
+    ops::compact(backend, move, {View{&kept, parts.kept[layer]}, from[layer].k, from[layer].v, from[layer].positions,
+                                 to[layer].k, to[layer].v, to[layer].positions});
+  }
 }
 
 }  // namespace kvc

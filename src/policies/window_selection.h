@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "backend/backend.h"
 #include "ops/window_scores.h"
@@ -37,19 +38,29 @@ struct LayerViews {
   View k, v, positions;
 };
 
-// The step's intermediate tensors, grown on demand and reused across calls.
+// The step's intermediate tensors for every layer of a selection, each layer in its own
+// aligned part, grown on demand and reused across calls. A selection records every layer's
+// scores first, then the top-k of each run of layers that rank alike as one dispatch (a layer's
+// top-k is one workgroup per kv head: 8 on a GPU of 132 SMs, 36-50 us a layer on the H100 in
+// the kvc-bench rows), then each layer's compaction.
 class SelectionWorkspace {
  public:
-  // Sizes the tensors for `shape`. Call it for every shape of a submission before recording
-  // any, so that running out of memory fails before anything is recorded (a tensor replaced
-  // later would be safe: the backend keeps its buffer until the recorded work is done).
-  void reserve(Backend& backend, const SelectionShape& shape);
+  // Sizes the tensors for `shapes`, one a layer. Call it before recording any of them, so that
+  // running out of memory fails before anything is recorded (a tensor replaced later would be
+  // safe: the backend keeps its buffer until the recorded work is done).
+  void reserve(Backend& backend, const std::vector<SelectionShape>& shapes);
 
-  // Records the whole step for one layer (the workspace reserved for its shape): scores, indicator, top-k, then the compaction of the
-  // kept prefix slots (ascending) and the window into `to` (other tensors than `from`, of
-  // shape.out_slot_stride slots per kv head). q is
-  // the window's queries ([window][num_q_heads][head_dim], before RoPE).
-  void record(Backend& backend, const SelectionShape& shape, View q, const LayerViews& from, View turn_table, const LayerViews& to);
+  // Records the scores and the ranking indicator of layer `layer` (shapes[layer]) into its part:
+  // q is the window's queries ([window][num_q_heads][head_dim], before RoPE), `from` the layer's
+  // storage.
+  void record_scores(Backend& backend, const std::vector<SelectionShape>& shapes, size_t layer, View q, const LayerViews& from,
+                     View turn_table);
+
+  // Once every layer's scores are recorded: the top-k, then the compaction of each layer's kept
+  // prefix slots (ascending) and window from from[i] into to[i] (other tensors, of
+  // shapes[i].out_slot_stride slots per kv head).
+  void record_selection(Backend& backend, const std::vector<SelectionShape>& shapes, const std::vector<LayerViews>& from,
+                        const std::vector<LayerViews>& to);
 
   // Device bytes the workspace holds now.
   size_t bytes_held() const;

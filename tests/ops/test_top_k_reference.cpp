@@ -57,10 +57,34 @@ TEST_CASE("top_k_cpu selects by (priority, score), ties to the earlier position,
         }
 }
 
-TEST_CASE("top_k refuses k past the row length and too many rows") {
+TEST_CASE("top_k_cpu reads and writes rows in blocks") {
+  // 5 rows in blocks of 2 (the last one short): block b's rows from b * block_stride, its
+  // indices from b * index_block_stride; every row selected by the definition.
+  const uint32_t rows = 5, length = 40, stride = 43, k = 11, index_stride = 12;
+  const ops::TopKShape shape{rows, length, stride, k, index_stride, 0, 2, 2 * stride + 9, 2 * index_stride + 5};
+  const size_t elements = ops::top_k_row_start(shape, rows - 1, stride, shape.block_stride) + stride;
+  const size_t index_elements = ops::top_k_row_start(shape, rows - 1, index_stride, shape.index_block_stride) + index_stride;
+  CHECK(ops::top_k_row_start(shape, 3, stride, shape.block_stride) == shape.block_stride + stride);
+  const std::vector<float> scores = test::patterned_scores(elements, test::ScorePattern::FourLevels);
+  auto score_tensor = test::tensor_of(test::cpu_backend(), scores);
+  auto indices = test::make_poisoned(test::cpu_backend(), index_elements * 4);
+  ops::top_k(test::cpu_backend(), shape, {view(*score_tensor), View{}, view(*indices)});
+  const std::vector<uint32_t> got = test::read_as<uint32_t>(test::cpu_backend(), *indices, index_elements);
+  for (uint32_t row = 0; row < rows; ++row) {
+    const size_t in = ops::top_k_row_start(shape, row, stride, shape.block_stride);
+    const size_t out = ops::top_k_row_start(shape, row, index_stride, shape.index_block_stride);
+    INFO("row ", row);
+    CHECK(std::vector<uint32_t>(got.begin() + out, got.begin() + out + k) ==
+          top_k_by_definition(std::vector<float>(scores.begin() + in, scores.begin() + in + length), {}, 0, length, k));
+  }
+}
+
+TEST_CASE("top_k refuses k past the row length, too many rows and blocks shorter than their rows") {
   Tensor dummy(test::cpu_backend(), 64);
   CHECK_THROWS_AS(ops::top_k(test::cpu_backend(), {1, 4, 4, 5, 5, 0}, {view(dummy), View{}, view(dummy)}), Error);
   CHECK_THROWS_AS(ops::top_k(test::cpu_backend(), {70000, 1, 1, 1, 1, 0}, {view(dummy), View{}, view(dummy)}), Error);
+  CHECK_THROWS_AS(ops::top_k(test::cpu_backend(), {4, 4, 4, 1, 1, 0, 2, 7, 2}, {view(dummy), View{}, view(dummy)}), Error);
+  CHECK_THROWS_AS(ops::top_k(test::cpu_backend(), {4, 4, 4, 1, 1, 0, 2, 8, 1}, {view(dummy), View{}, view(dummy)}), Error);
 }
 
 }  // namespace kvc

@@ -1,5 +1,6 @@
 // Vulkan top-k against the CPU reference: the same positions, exactly, on random and tied
-// score patterns, with and without HitKV's priority, up to rows of 128K and k of 8192.
+// score patterns, with and without HitKV's priority, up to rows of 128K and k of 8192, rows
+// in one block or in several.
 #include <doctest/doctest.h>
 
 #include "ops/top_k.h"
@@ -11,7 +12,9 @@ namespace {
 void check_against_cpu(const ops::TopKShape& shape, test::ScorePattern pattern, bool with_priority) {
   Backend* gpu = test::vulkan_backend();
   REQUIRE(gpu != nullptr);
-  const size_t elements = size_t(shape.num_rows) * shape.row_stride;
+  const uint32_t last = shape.num_rows - 1;
+  const size_t elements = ops::top_k_row_start(shape, last, shape.row_stride, shape.block_stride) + shape.row_stride;
+  const size_t index_elements = ops::top_k_row_start(shape, last, shape.index_stride, shape.index_block_stride) + shape.index_stride;
   const std::vector<float> scores = test::patterned_scores(elements, pattern);
   std::vector<uint32_t> priority(elements);
   for (uint32_t& count : priority) count = test::rng()() % 4;
@@ -19,17 +22,20 @@ void check_against_cpu(const ops::TopKShape& shape, test::ScorePattern pattern, 
   for (Backend* backend : {&test::cpu_backend(), gpu}) {
     auto score_tensor = test::tensor_of(*backend, scores);
     auto priority_tensor = test::tensor_of(*backend, priority);
-    auto indices = test::make_poisoned(*backend, size_t(shape.num_rows) * shape.index_stride * 4);
+    auto indices = test::make_poisoned(*backend, index_elements * 4);
     backend->begin();
     ops::top_k(*backend, shape, {view(*score_tensor), with_priority ? view(*priority_tensor) : View{}, view(*indices)});
     backend->submit();
-    const std::vector<uint32_t> all = test::read_as<uint32_t>(*backend, *indices, size_t(shape.num_rows) * shape.index_stride);
+    const std::vector<uint32_t> all = test::read_as<uint32_t>(*backend, *indices, index_elements);
     std::vector<uint32_t> written;  // the first k of each row; the rest stays poisoned on both
-    for (uint32_t row = 0; row < shape.num_rows; ++row)
-      written.insert(written.end(), all.begin() + size_t(row) * shape.index_stride, all.begin() + size_t(row) * shape.index_stride + shape.k);
+    for (uint32_t row = 0; row < shape.num_rows; ++row) {
+      const size_t start = ops::top_k_row_start(shape, row, shape.index_stride, shape.index_block_stride);
+      written.insert(written.end(), all.begin() + start, all.begin() + start + shape.k);
+    }
     results.push_back(written);
   }
-  INFO("rows ", shape.num_rows, " length ", shape.row_length, " k ", shape.k, " pattern ", int(pattern), " priority ", with_priority);
+  INFO("rows ", shape.num_rows, " length ", shape.row_length, " k ", shape.k, " rows a block ", shape.rows_per_block, " pattern ",
+       int(pattern), " priority ", with_priority);
   CHECK(results[0] == results[1]);
 }
 
@@ -43,6 +49,9 @@ TEST_CASE("top_k on Vulkan selects exactly the CPU's positions") {
       check_against_cpu({5, 1000, 1003, 97, 100, 2}, pattern, with_priority);
       check_against_cpu({2, 4099, 4099, 4099, 4099, 1}, pattern, with_priority);
       check_against_cpu({130, 2311, 2311, 1024, 1024, 3}, pattern, with_priority);
+      // Blocks of 3 rows (the last one short) at strides past their rows, as a selection's
+      // layers lie in aligned parts of one buffer.
+      check_against_cpu({7, 1000, 1001, 97, 99, 2, 3, 3 * 1001 + 61, 3 * 99 + 5}, pattern, with_priority);
     }
   check_against_cpu({1, 131072, 131072, 8192, 8192, 2}, test::ScorePattern::Random, true);
   check_against_cpu({1, 131071, 131072, 8191, 8192, 2}, test::ScorePattern::FourLevels, false);
