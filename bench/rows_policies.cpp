@@ -122,8 +122,7 @@ void add_window_selection_rows(Backend& backend, const Timing& timing, const Row
                 " budget=" + std::to_string(budget);
     row.dtype = "f16";
     row.median_us = median_us(backend, timing, [&] {
-      for (uint32_t layer = 0; layer < layers; ++layer) workspace.record_scores(backend, shapes, layer, view(*q), from[layer], View{});
-      workspace.record_selection(backend, shapes, from, to);
+      workspace.record(backend, shapes, [&](size_t) { return view(*q); }, View{}, from, to);
     });
     // The keys are read once; the kept slots' K, V and positions are read and written once.
     row.bytes = double(layers) * (double(kKvHeads) * slots * kHeadDim * 2 + 2.0 * kKvHeads * budget * (2 * kHeadDim * 2 + 4));

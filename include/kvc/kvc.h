@@ -490,7 +490,9 @@ KVC_API kvc_window_policy_params kvc_window_policy_params_default(void);
  * decode_slots slots, and the prompt's storage is released; decoding then appends as usual.
  * Memory: until this call every layer holds its whole prompt (capacity slots allocated), and
  * during it the new storage of every compacted layer is held beside the old one, so the peak
- * is capacity + budget + decode_slots slots per layer. Other policies ignore it. Fails with
+ * is capacity + budget + decode_slots slots per layer, plus the selection's scores of every
+ * compacted layer (8 bytes per prompt slot, kv head and layer; released when the call's work
+ * is done). Other policies ignore it. Fails with
  * KVC_ERROR_BAD_STATE, changing nothing, when a layer to compact did not attend its last
  * `window` prompt tokens. */
 KVC_API kvc_status kvc_cache_end_prefill(kvc_cache* cache);

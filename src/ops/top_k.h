@@ -35,10 +35,11 @@ inline uint64_t top_k_row_start(const TopKShape& shape, uint32_t row, uint32_t s
   return uint64_t(row / shape.rows_per_block) * block + uint64_t(row % shape.rows_per_block) * stride;
 }
 
+// Row r of each operand starts where top_k_row_start says (row r x its stride without blocks).
 struct TopKArgs {
-  View scores;    // f32 [num_rows][row_stride], >= 0
-  View priority;  // optional uint32 [num_rows][row_stride]
-  View indices;   // uint32 [num_rows][index_stride]: the first k are written, ascending
+  View scores;    // f32 rows of row_stride, >= 0
+  View priority;  // optional uint32 rows, placed as the scores
+  View indices;   // uint32 rows of index_stride: the first k are written, ascending
 };
 
 // Throws Error (KVC_ERROR_INVALID_ARGUMENT) when the shape breaks the limits above.

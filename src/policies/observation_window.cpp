@@ -187,15 +187,18 @@ void WindowPolicy::end_prefill(Cache& cache) {
   }
   workspace_.reserve(backend, steps);
   std::vector<LayerViews> from, to;
-  for (size_t i = 0; i < selections.size(); ++i) {
-    Selection& selection = selections[i];
-    LayerState& state = cache.layer(selection.layer);
+  for (const Selection& selection : selections) {
+    const LayerState& state = cache.layer(selection.layer);
     from.push_back({view(*state.k), view(*state.v), view(*state.positions)});
     to.push_back({view(*selection.storage.k), view(*selection.storage.v), view(*selection.storage.positions)});
-    copy_ring(backend, selection.layer, state.tokens_seen - config_.window, config_.window, view(*window_q_), false);
-    workspace_.record_scores(backend, steps, i, view(*window_q_), from[i], cache.turn_table());
   }
-  workspace_.record_selection(backend, steps, from, to);
+  // The window's queries wait in the layer's ring: each layer's are copied out just before its scores.
+  auto window_queries = [&](size_t i) {
+    const LayerState& state = cache.layer(selections[i].layer);
+    copy_ring(backend, selections[i].layer, state.tokens_seen - config_.window, config_.window, view(*window_q_), false);
+    return view(*window_q_);
+  };
+  workspace_.record(backend, steps, window_queries, cache.turn_table(), from, to);
   for (Selection& selection : selections) {
     LayerState& state = cache.layer(selection.layer);
     // The prompt's storage is released once the recorded selection has read it.

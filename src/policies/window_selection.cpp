@@ -17,16 +17,14 @@ uint32_t hits_needed(float theta, uint32_t rows) {
 
 namespace {
 
-// Where each layer's intermediates lie: its per-slot tensors (scores, pooled scores, hits;
-// [num_kv_heads][num_prefix] floats or counts) and its kept indices ([num_kv_heads][kept_prefix])
-// each from an offset aligned for any binding, so a layer's part binds on its own and a run of
-// layers of one shape sits at one stride.
+// Where each layer of a pass has its intermediates: its per-slot tensors (scores, pooled
+// scores, hits; [num_kv_heads][num_prefix] floats or counts) and its kept indices
+// ([num_kv_heads][kept_prefix]) each from an offset aligned for any binding, so a layer's part
+// binds on its own and a run of layers of one shape sits at one stride.
 struct WorkspaceParts {
   std::vector<size_t> per_slot, kept;  // byte offsets, a layer each
   size_t per_slot_bytes = 0, kept_bytes = 0;
 };
-
-constexpr size_t kPartAlignment = 256;  // the largest minStorageBufferOffsetAlignment Vulkan allows
 
 size_t aligned(size_t bytes) { return (bytes + kPartAlignment - 1) / kPartAlignment * kPartAlignment; }
 
@@ -39,13 +37,13 @@ size_t kept_part(const SelectionShape& shape) {
   return aligned(std::max<size_t>(size_t(shape.scores.num_kv_heads) * shape.kept_prefix * 4, 4));
 }
 
-WorkspaceParts workspace_parts(const std::vector<SelectionShape>& shapes) {
+WorkspaceParts workspace_parts(const std::vector<SelectionShape>& shapes, size_t first, size_t end) {
   WorkspaceParts parts;
-  for (const SelectionShape& shape : shapes) {
+  for (size_t layer = first; layer < end; ++layer) {
     parts.per_slot.push_back(parts.per_slot_bytes);
     parts.kept.push_back(parts.kept_bytes);
-    parts.per_slot_bytes += per_slot_part(shape);
-    parts.kept_bytes += kept_part(shape);
+    parts.per_slot_bytes += per_slot_part(shapes[layer]);
+    parts.kept_bytes += kept_part(shapes[layer]);
   }
   return parts;
 }
@@ -58,6 +56,22 @@ bool rank_alike(const SelectionShape& a, const SelectionShape& b) {
 
 }  // namespace
 
+std::vector<size_t> selection_passes(const std::vector<SelectionShape>& shapes, uint64_t limit_bytes) {
+  // The per-slot parts bound the kept ones (kept_prefix <= num_prefix): they alone decide.
+  std::vector<size_t> passes{0};
+  uint64_t bytes = 0;
+  for (size_t layer = 0; layer < shapes.size(); ++layer) {
+    const uint64_t part = per_slot_part(shapes[layer]);
+    if (layer > passes.back() && bytes + part > limit_bytes) {
+      passes.push_back(layer);
+      bytes = 0;
+    }
+    bytes += part;
+  }
+  passes.push_back(shapes.size());
+  return passes;
+}
+
 void SelectionWorkspace::grow(std::shared_ptr<Tensor>& tensor, Backend& backend, size_t bytes) {
   if (!tensor || tensor->bytes() < bytes || &tensor->backend() != &backend) tensor = std::make_unique<Tensor>(backend, bytes);
 }
@@ -68,13 +82,19 @@ Tensor& SelectionWorkspace::reserved(const std::shared_ptr<Tensor>& tensor, size
 }
 
 void SelectionWorkspace::reserve(Backend& backend, const std::vector<SelectionShape>& shapes) {
-  const WorkspaceParts parts = workspace_parts(shapes);
-  grow(cumulative_, backend, parts.per_slot_bytes);
+  const std::vector<size_t> passes = selection_passes(shapes, backend.tensor_limit().bytes);
+  size_t per_slot_bytes = 4, kept_bytes = 4;
+  for (size_t pass = 0; pass + 1 < passes.size(); ++pass) {
+    const WorkspaceParts parts = workspace_parts(shapes, passes[pass], passes[pass + 1]);
+    per_slot_bytes = std::max(per_slot_bytes, parts.per_slot_bytes);
+    kept_bytes = std::max(kept_bytes, parts.kept_bytes);
+  }
+  grow(cumulative_, backend, per_slot_bytes);
   // The pooled scores or the hit counts, whichever each layer ranks by.
   for (WindowIndicator indicator : {WindowIndicator::PooledAttention, WindowIndicator::HitRate})
     if (std::any_of(shapes.begin(), shapes.end(), [&](const SelectionShape& shape) { return shape.indicator == indicator; }))
-      grow(indicator == WindowIndicator::PooledAttention ? pooled_ : hits_, backend, parts.per_slot_bytes);
-  grow(kept_, backend, parts.kept_bytes);
+      grow(indicator == WindowIndicator::PooledAttention ? pooled_ : hits_, backend, per_slot_bytes);
+  grow(kept_, backend, kept_bytes);
 }
 
 size_t SelectionWorkspace::bytes_held() const {
@@ -83,57 +103,61 @@ size_t SelectionWorkspace::bytes_held() const {
   return total;
 }
 
-void SelectionWorkspace::record_scores(Backend& backend, const std::vector<SelectionShape>& shapes, size_t layer, View q,
-                                       const LayerViews& from, View turn_table) {
-  const WorkspaceParts parts = workspace_parts(shapes);
-  const SelectionShape& shape = shapes[layer];
-  const ops::WindowScoresShape& scores = shape.scores;
-  const View cumulative{&reserved(cumulative_, parts.per_slot_bytes), parts.per_slot[layer]};
-  if (shape.indicator == WindowIndicator::PooledAttention) {
-    ops::WindowScoresShape attention_only = scores;
-    attention_only.hit_k = 0;  // pooled attention ranks by the sums alone: no hits to count
-    ops::window_scores(backend, attention_only, {q, from.k, from.positions, turn_table, cumulative, View{}});
-    const View pooled{&reserved(pooled_, parts.per_slot_bytes), parts.per_slot[layer]};
-    ops::max_pool(backend, {scores.num_kv_heads, scores.num_prefix(), shape.pool_kernel}, {cumulative, pooled});
-  } else {
-    // GQA: the cache holds one key per kv head, so each query head of the group observes it:
-    // a kv head's hit rate is its hits over group x window rows (Eq. 1 with every query
-    // head's distribution in L_w), which is the paper's per-head rule when the group is 1.
-    const View hits{&reserved(hits_, parts.per_slot_bytes), parts.per_slot[layer]};
-    ops::window_scores(backend, scores, {q, from.k, from.positions, turn_table, cumulative, hits});
-  }
+void SelectionWorkspace::record(Backend& backend, const std::vector<SelectionShape>& shapes,
+                                const std::function<View(size_t)>& window_queries, View turn_table,
+                                const std::vector<LayerViews>& from, const std::vector<LayerViews>& to) {
+  require(from.size() == shapes.size() && to.size() == shapes.size(), KVC_ERROR_INTERNAL, "selection: a storage per layer");
+  const std::vector<size_t> passes = selection_passes(shapes, backend.tensor_limit().bytes);
+  for (size_t pass = 0; pass + 1 < passes.size(); ++pass)
+    record_pass(backend, shapes, passes[pass], passes[pass + 1], window_queries, turn_table, from, to);
 }
 
-void SelectionWorkspace::record_selection(Backend& backend, const std::vector<SelectionShape>& shapes,
-                                          const std::vector<LayerViews>& from, const std::vector<LayerViews>& to) {
-  const WorkspaceParts parts = workspace_parts(shapes);
+void SelectionWorkspace::record_pass(Backend& backend, const std::vector<SelectionShape>& shapes, size_t first, size_t end,
+                                     const std::function<View(size_t)>& window_queries, View turn_table,
+                                     const std::vector<LayerViews>& from, const std::vector<LayerViews>& to) {
+  const WorkspaceParts parts = workspace_parts(shapes, first, end);
+  auto part = [&](const std::shared_ptr<Tensor>& tensor, size_t layer) {
+    return View{&reserved(tensor, parts.per_slot_bytes), parts.per_slot[layer - first]};
+  };
+  for (size_t layer = first; layer < end; ++layer) {
+    const SelectionShape& shape = shapes[layer];
+    const ops::WindowScoresShape& scores = shape.scores;
+    const View q = window_queries(layer);
+    if (shape.indicator == WindowIndicator::PooledAttention) {
+      ops::WindowScoresShape attention_only = scores;
+      attention_only.hit_k = 0;  // pooled attention ranks by the sums alone: no hits to count
+      ops::window_scores(backend, attention_only, {q, from[layer].k, from[layer].positions, turn_table, part(cumulative_, layer), View{}});
+      ops::max_pool(backend, {scores.num_kv_heads, scores.num_prefix(), shape.pool_kernel}, {part(cumulative_, layer), part(pooled_, layer)});
+    } else {
+      // GQA: the cache holds one key per kv head, so each query head of the group observes it:
+      // a kv head's hit rate is its hits over group x window rows (Eq. 1 with every query
+      // head's distribution in L_w), which is the paper's per-head rule when the group is 1.
+      ops::window_scores(backend, scores, {q, from[layer].k, from[layer].positions, turn_table, part(cumulative_, layer), part(hits_, layer)});
+    }
+  }
   Tensor& kept = reserved(kept_, parts.kept_bytes);
-  for (size_t first = 0; first < shapes.size();) {
-    // A run of layers that rank alike (at most 65535 rows: one workgroup a row), one top-k.
-    const SelectionShape& shape = shapes[first];
+  for (size_t run = first; run < end;) {
+    // A run of layers that rank alike (at most 65535 rows: a workgroup a row), one top-k.
+    const SelectionShape& shape = shapes[run];
     const uint32_t kv_heads = shape.scores.num_kv_heads, prefix = shape.scores.num_prefix();
-    size_t end = first + 1;
-    while (end < shapes.size() && rank_alike(shapes[end], shape) && (end - first + 1) * kv_heads <= 65535) ++end;
-    const uint32_t layers = static_cast<uint32_t>(end - first);
-    const ops::TopKShape top{layers * kv_heads, prefix, prefix, shape.kept_prefix, shape.kept_prefix,
+    size_t run_end = run + 1;
+    while (run_end < end && rank_alike(shapes[run_end], shape) && (run_end - run + 1) * kv_heads <= 65535) ++run_end;
+    const ops::TopKShape top{uint32_t(run_end - run) * kv_heads, prefix, prefix, shape.kept_prefix, shape.kept_prefix,
                              shape.indicator == WindowIndicator::HitRate ? shape.hit_min_count : 0,
                              kv_heads, uint32_t(per_slot_part(shape) / 4), uint32_t(kept_part(shape) / 4)};
-    const View kept_run{&kept, parts.kept[first]};
-    if (shape.indicator == WindowIndicator::PooledAttention) {
-      ops::top_k(backend, top, {View{&reserved(pooled_, parts.per_slot_bytes), parts.per_slot[first]}, View{}, kept_run});
-    } else {
-      // Keys reaching hit_min_count rank first; the cumulative attention pads (or cuts) them.
-      ops::top_k(backend, top, {View{&reserved(cumulative_, parts.per_slot_bytes), parts.per_slot[first]},
-                                View{&reserved(hits_, parts.per_slot_bytes), parts.per_slot[first]}, kept_run});
-    }
-    first = end;
+    const View kept_run{&kept, parts.kept[run - first]};
+    if (shape.indicator == WindowIndicator::PooledAttention)
+      ops::top_k(backend, top, {part(pooled_, run), View{}, kept_run});
+    else  // keys reaching hit_min_count rank first; the cumulative attention pads (or cuts) them
+      ops::top_k(backend, top, {part(cumulative_, run), part(hits_, run), kept_run});
+    run = run_end;
   }
-  for (size_t layer = 0; layer < shapes.size(); ++layer) {
-    const ops::WindowScoresShape& scores = shapes[layer].scores;
-    const ops::CompactShape move{scores.num_kv_heads, scores.head_dim,     scores.slot_stride,
-                                 shapes[layer].kept_prefix, shapes[layer].kept_prefix, scores.num_prefix(),
-                                 scores.window,       scores.dtype,        shapes[layer].out_slot_stride};
-    ops::compact(backend, move, {View{&kept, parts.kept[layer]}, from[layer].k, from[layer].v, from[layer].positions,
+  for (size_t layer = first; layer < end; ++layer) {
+    const SelectionShape& shape = shapes[layer];
+    const ops::WindowScoresShape& scores = shape.scores;
+    const ops::CompactShape move{scores.num_kv_heads, scores.head_dim, scores.slot_stride,  shape.kept_prefix, shape.kept_prefix,
+                                 scores.num_prefix(), scores.window,   scores.dtype,        shape.out_slot_stride};
+    ops::compact(backend, move, {View{&kept, parts.kept[layer - first]}, from[layer].k, from[layer].v, from[layer].positions,
                                  to[layer].k, to[layer].v, to[layer].positions});
   }
 }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -38,29 +39,30 @@ struct LayerViews {
   View k, v, positions;
 };
 
-// The step's intermediate tensors for every layer of a selection, each layer in its own
-// aligned part, grown on demand and reused across calls. A selection records every layer's
-// scores first, then the top-k of each run of layers that rank alike as one dispatch (a layer's
-// top-k is one workgroup per kv head: 8 on a GPU of 132 SMs, 36-50 us a layer on the H100 in
-// the kvc-bench rows), then each layer's compaction.
+// The layers one pass of a selection takes: [passes[i], passes[i + 1]), as many consecutive
+// layers as the workspace's parts hold within `limit_bytes` (one storage-buffer binding: a
+// layer's part binds from its offset to the tensor's end), at least one each.
+std::vector<size_t> selection_passes(const std::vector<SelectionShape>& shapes, uint64_t limit_bytes);
+
+// The step's intermediate tensors for the layers of a selection pass, each layer in its own
+// aligned part, grown on demand and reused across calls. A pass records every layer's scores
+// first, then the top-k of each run of layers that rank alike as one dispatch (a layer's top-k
+// is one workgroup per kv head: 8 on a GPU of 132 SMs, 36-50 us a layer on the H100 in the
+// kvc-bench rows), then each layer's compaction.
 class SelectionWorkspace {
  public:
-  // Sizes the tensors for `shapes`, one a layer. Call it before recording any of them, so that
-  // running out of memory fails before anything is recorded (a tensor replaced later would be
-  // safe: the backend keeps its buffer until the recorded work is done).
+  // Sizes the tensors for `shapes`, one a layer. Call it before recording, so that running out
+  // of memory fails before anything is recorded (a tensor replaced later would be safe: the
+  // backend keeps its buffer until the recorded work is done).
   void reserve(Backend& backend, const std::vector<SelectionShape>& shapes);
 
-  // Records the scores and the ranking indicator of layer `layer` (shapes[layer]) into its part:
-  // q is the window's queries ([window][num_q_heads][head_dim], before RoPE), `from` the layer's
-  // storage.
-  void record_scores(Backend& backend, const std::vector<SelectionShape>& shapes, size_t layer, View q, const LayerViews& from,
-                     View turn_table);
-
-  // Once every layer's scores are recorded: the top-k, then the compaction of each layer's kept
-  // prefix slots (ascending) and window from from[i] into to[i] (other tensors, of
+  // Records the selection of every layer of `shapes` (reserved): window_queries(i) records
+  // what puts layer i's window queries in place ([window][num_q_heads][head_dim], before RoPE)
+  // and returns them, just before that layer's scores; then the kept prefix slots (ascending)
+  // and the window of from[i] are compacted into to[i] (other tensors, of
   // shapes[i].out_slot_stride slots per kv head).
-  void record_selection(Backend& backend, const std::vector<SelectionShape>& shapes, const std::vector<LayerViews>& from,
-                        const std::vector<LayerViews>& to);
+  void record(Backend& backend, const std::vector<SelectionShape>& shapes, const std::function<View(size_t)>& window_queries,
+              View turn_table, const std::vector<LayerViews>& from, const std::vector<LayerViews>& to);
 
   // Device bytes the workspace holds now.
   size_t bytes_held() const;
@@ -69,6 +71,10 @@ class SelectionWorkspace {
   static void grow(std::shared_ptr<Tensor>& tensor, Backend& backend, size_t bytes);
   // The reserved tensor, checked to hold `bytes`.
   static Tensor& reserved(const std::shared_ptr<Tensor>& tensor, size_t bytes);
+  // Layers [first, end) of `shapes`, one pass.
+  void record_pass(Backend& backend, const std::vector<SelectionShape>& shapes, size_t first, size_t end,
+                   const std::function<View(size_t)>& window_queries, View turn_table, const std::vector<LayerViews>& from,
+                   const std::vector<LayerViews>& to);
   std::shared_ptr<Tensor> cumulative_, pooled_, hits_, kept_;
 };
 

@@ -23,8 +23,8 @@ TEST_CASE("observation-window policies: Vulkan keeps exactly the CPU's slots") {
       kvc_window_policy_params params = kvc_window_policy_params_default();
       params.budget = 40;
       params.window = 8;
-      // P-HitKV takes a table that grows with depth: the step's intermediates grow between
-      // layers of one submission.
+      // P-HitKV takes a table that grows with depth: layers of one selection with different
+      // budgets, each its own top-k run.
       const uint32_t growing[] = {20, 60};
       if (policy == KVC_POLICY_PHITKV) params.layer_budgets = growing, params.num_layer_budgets = 2;
       kvc_cache_desc desc = test::small_cache_desc(dtype, 256);
