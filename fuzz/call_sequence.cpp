@@ -134,13 +134,19 @@ void CallSequence::append(FuzzedDataProvider& data, LiveCache& cache, uint32_t l
   FuzzedTensor k = make_tensor(data, dtype, elements);
   FuzzedTensor v = make_tensor(data, dtype, elements);
   const bool null_data = pick_rarely(data, 32);
+  // What the cache holds once the call succeeds, which its check judges: huge finite values may
+  // overflow on the way (a key rotated and rotated back, say). A refused call changes nothing.
+  const bool was_moderate = cache.moderate;
+  cache.moderate = was_moderate && !k.extreme && !v.extreme;
   const kvc_status status = checked("kvc_cache_append", cache, [&] {
     return kvc_cache_append(cache.handle, layer, n_tokens, dtype, null_data ? nullptr : k.data(), v.data());
   });
-  if (status != KVC_OK) return;
+  if (status != KVC_OK) {
+    cache.moderate = was_moderate;
+    return;
+  }
   if (short_data || null_data) report_finding("kvc_cache_append", "accepted a call that must be refused before reading its data");
   if (k.non_finite || v.non_finite) report_finding("kvc_cache_append", "accepted NaN or Inf");
-  if (k.extreme || v.extreme) cache.moderate = false;
 }
 
 void CallSequence::attend(FuzzedDataProvider& data, LiveCache& cache, uint32_t layer, uint32_t n_queries) {
