@@ -80,7 +80,6 @@ const uint KEY_BLOCKS = KEY_TILE / MAT;
 const uint DIM_BLOCKS = HEAD_DIM / MAT;
 const uint MAX_DIM_BLOCKS = 8;  // register arrays are sized by fixed bounds (elements.glsl)
 const uint MAX_KEY_BLOCKS = 4;
-const uint FRAGMENT = 8;  // a lane's elements of a QuadRows fragment
 const uint ROW_OCTETS = HEAD_DIM / 8;  // a row in uvec4 items of 8 halves
 
 // Shared memory in uvec4 items (16 bytes: cooperative-matrix loads and stores want pointers
@@ -139,10 +138,7 @@ uvec4 value_item(uint kv_head, uint tile, uint keys_end, uint item) {
   return v_halves[(kv_head * push.slot_stride + slot) * ROW_OCTETS + octet];
 }
 
-// QuadRows (vulkan/fragment_layout.h): lane `lane`'s element i of a 16 x 16 fragment sits at
-// row lane / 4 + 8 * (i / 4), column 2 * (lane % 4) + i % 2 + 8 * ((i / 2) % 2).
-uint fragment_half(uint i) { return i >> 2; }  // which of the lane's two rows
-uint fragment_column(uint lane, uint i) { return 2u * (lane & 3u) + (i & 1u) + 8u * ((i >> 1) & 1u); }
+#include "quad_rows.glsl"
 
 // The largest over a quad of lanes (a QuadRows row's holders).
 vec2 quad_max(vec2 value) {

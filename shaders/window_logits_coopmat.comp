@@ -132,11 +132,7 @@ void stage_keys(uint kv_head, uint step) {
   }
 }
 
-// QuadRows (vulkan/fragment_layout.h): lane `lane`'s element i of a 16 x 16 fragment sits at
-// row lane / 4 + 8 * (i / 4), column 2 * (lane % 4) + i % 2 + 8 * ((i / 2) % 2).
-const uint FRAGMENT = 8;
-uint fragment_half(uint i) { return i >> 2; }  // which of the lane's two rows
-uint fragment_column(uint lane, uint i) { return 2u * (lane & 3u) + (i & 1u) + 8u * ((i >> 1) & 1u); }
+#include "quad_rows.glsl"
 
 // One chunk's 16 x 16 block of S (slots from block_slot) in registers: this lane's share of its
 // two rows' running (max, sum of exp) updated, or the block's column sums of probabilities
@@ -145,9 +141,8 @@ void block_in_registers(ACC s_acc, uint block_slot, uint sub_first_row, uint row
                         inout vec2 row_max, inout vec2 row_sum) {
   const uint lane = gl_SubgroupInvocationID;
   const float scale = inversesqrt(float(HEAD_DIM));
-  const uvec2 rows = uvec2(sub_first_row + (lane >> 2)) + uvec2(0u, 8u);
-  const bvec2 real = lessThan(rows, uvec2(rows_per_kv_head));
   if (OUTPUT == OUTPUT_SUMS) {
+    const bvec2 real = lessThan(uvec2(sub_first_row + (lane >> 2)) + uvec2(0u, 8u), uvec2(rows_per_kv_head));
     // A column's elements: i and i + 4 in this lane (its two rows), then the 8 lanes of its
     // lane % 4 (lane / 4 = 0..7).
     const vec2 stats[2] = {tile_row_stats[gl_SubgroupID * MAT + (lane >> 2)], tile_row_stats[gl_SubgroupID * MAT + (lane >> 2) + 8u]};

@@ -5,7 +5,6 @@
 // made without them); on lavapipe the SIMT kernel alone.
 #include <doctest/doctest.h>
 
-#include <cstdlib>
 #include <string>
 #include <vector>
 
