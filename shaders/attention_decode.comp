@@ -9,6 +9,7 @@
 layout(binding = 0) readonly buffer Query { uint q_words[]; };  // [num_q_heads][HEAD_DIM], before RoPE
 layout(binding = 1) readonly buffer Keys { uvec4 k_vec[]; };
 layout(binding = 1) readonly buffer KeyWords { uint k_words[]; };  // the same keys, for RoPE partners
+layout(binding = 1) readonly buffer KeyHalves { uvec2 k_halves[]; };  // and in 8-byte units (key_dim)
 layout(binding = 2) readonly buffer Values { uvec4 v_vec[]; };
 layout(binding = 3) readonly buffer Positions { int positions[]; };
 layout(binding = 4) readonly buffer Turns { uvec2 turns[]; };
@@ -26,6 +27,7 @@ layout(push_constant) uniform Push {
 #define KVC_DECODE_QUERY_WORDS q_words
 #define KVC_DECODE_KEY_VEC k_vec
 #define KVC_DECODE_KEY_WORDS k_words
+#define KVC_DECODE_KEY_HALVES k_halves
 #define KVC_DECODE_VALUE_VEC v_vec
 #define KVC_DECODE_POSITIONS positions
 #define KVC_DECODE_STORE_LOGIT(index, value) logits[index] = (value)

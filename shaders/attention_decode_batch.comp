@@ -13,11 +13,12 @@
 
 // Caches per dispatch, the binding arrays' length: what the device's descriptor limits allow
 // (attention_batch_vulkan.cpp), unused elements bound to a stand-in.
-layout(constant_id = 8) const uint CACHES = 1;
+layout(constant_id = 9) const uint CACHES = 1;
 
 layout(binding = 0) readonly buffer Query { uint words[]; } queries[CACHES];  // [num_q_heads][HEAD_DIM], before RoPE
 layout(binding = 1) readonly buffer Keys { uvec4 vec[]; } keys[CACHES];
 layout(binding = 1) readonly buffer KeyWords { uint words[]; } key_words[CACHES];  // the same keys, for RoPE partners
+layout(binding = 1) readonly buffer KeyHalves { uvec2 halves[]; } key_halves[CACHES];  // and in 8-byte units (key_dim)
 layout(binding = 2) readonly buffer Values { uvec4 vec[]; } values[CACHES];
 layout(binding = 3) readonly buffer Positions { int slots[]; } positions[CACHES];
 layout(binding = 4) readonly buffer Turns { uvec2 turns[]; };
@@ -38,6 +39,7 @@ uint cache;  // this workgroup's, set before anything reads a cache's buffers
 #define KVC_DECODE_QUERY_WORDS queries[cache].words
 #define KVC_DECODE_KEY_VEC keys[cache].vec
 #define KVC_DECODE_KEY_WORDS key_words[cache].words
+#define KVC_DECODE_KEY_HALVES key_halves[cache].halves
 #define KVC_DECODE_VALUE_VEC values[cache].vec
 #define KVC_DECODE_POSITIONS positions[cache].slots
 #define KVC_DECODE_STORE_LOGIT(index, value)

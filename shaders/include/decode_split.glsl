@@ -18,9 +18,10 @@
 //
 // The includer declares turns[] (rope_turn_table) and partials[] and names the cache's buffers
 // through macros, so that one kernel binds one cache and the other an array of caches:
-// KVC_DECODE_QUERY_WORDS (uint, [num_q_heads][HEAD_DIM], before RoPE), KVC_DECODE_KEY_VEC and
-// KVC_DECODE_KEY_WORDS (uvec4 and uint views of K), KVC_DECODE_VALUE_VEC, KVC_DECODE_POSITIONS
-// (int) and KVC_DECODE_STORE_LOGIT(index, value) (WRITE_LOGITS only).
+// KVC_DECODE_QUERY_WORDS (uint, [num_q_heads][HEAD_DIM], before RoPE), KVC_DECODE_KEY_VEC,
+// KVC_DECODE_KEY_HALVES and KVC_DECODE_KEY_WORDS (uvec4, uvec2 and uint views of K),
+// KVC_DECODE_VALUE_VEC, KVC_DECODE_POSITIONS (int) and KVC_DECODE_STORE_LOGIT(index, value)
+// (WRITE_LOGITS only).
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint HEAD_DIM = 128;
 layout(constant_id = 2) const uint GROUP_BLOCK = 4;  // divides the group: every head of a block is real
@@ -42,9 +43,19 @@ const uint KEY_LANES = WG / LANES;         // keys a pass covers
 // K (and V) loads each thread has in flight per tile: 4 ran L = 32K faster on the H100 than 8
 // (fewer registers, more workgroups resident) and as fast as 8 at 128K.
 const uint PASSES = 4;
+// Keys are rotated by the built-in cos and sin (rope_cos_sin_builtin) where the device's
+// built-ins measured precise (vulkan/trig_precision.h; H100, f16 at 32K: 112 -> 74 us), else by
+// the exact polynomial route.
+layout(constant_id = 8) const bool BUILTIN_TRIG = false;
 const uint TILE = PASSES * KEY_LANES;      // keys per tile
 const bool POW2_LANES = (LANES & (LANES - 1)) == 0;
 const bool ROTATES_KEYS = ROPE_STYLE != 0 && !KEYS_ROTATED;
+const bool PAIRED_KEYS = ROTATES_KEYS && ROPE_STYLE == 1 && ROTARY_DIMS == HEAD_DIM;  // see key_dim
+// Where keys are rotated, a tile's work is long enough that its loads no longer hide behind
+// other workgroups' work: the next tile's loads are issued before this tile's work (double
+// the tile's registers; H100, f16 at 32K: 96 -> 74 us). Without rotation the kernel is at the
+// memory floor already and keeps its registers.
+const bool PREFETCH = ROTATES_KEYS;
 
 shared float partial_s[GROUP_BLOCK * WG];  // lanes' partial dots when shuffles cannot sum them
 shared float score_s[GROUP_BLOCK * KEY_LANES];
@@ -79,54 +90,72 @@ float chunk_element(vec4 lo, vec4 hi, uint e) { return e < 4 ? lo[e] : hi[e - 4]
 // The rotary pair of dim d (d < ROTARY_DIMS).
 uint rope_pair(uint d) { return ROPE_STYLE == 2 ? d / 2 : (d < ROTARY_DIMS / 2 ? d : d - ROTARY_DIMS / 2); }
 
-// cos and sin, at `position`, of the pairs of this lane's VEC dims from `first` (turns: their
-// rope_turn_table entries). With whole-row NeoX (`shared_with_partner`) lanes l and
-// l ^ LANES/2 rotate the same pairs: each evaluates half of them and takes the other half from
-// its partner lane, so every (key, pair) is evaluated once. In uniform control flow.
-void key_cos_sin(uint first, uint position, uvec2 turns_of_lane[8], bool shared_with_partner, out vec2 cos_sin[8]) {
-  if (shared_with_partner) {
-    const uint half_chunk = VEC / 2;
-    const bool upper = (first / VEC & (LANES / 2)) != 0;
-    vec2 mine[4], theirs[4];
-    [[unroll]] for (uint i = 0; i < half_chunk; ++i) {
-      mine[i] = rope_cos_sin(position, turns_of_lane[upper ? half_chunk + i : i]);
-      theirs[i] = subgroupShuffleXor(mine[i], LANES / 2);
-    }
-    [[unroll]] for (uint i = 0; i < half_chunk; ++i) {
-      cos_sin[i] = upper ? theirs[i] : mine[i];
-      cos_sin[half_chunk + i] = upper ? mine[i] : theirs[i];
+vec2 key_cos_sin(uint position, uvec2 turn) {
+  return BUILTIN_TRIG ? rope_cos_sin_builtin(position, turn) : rope_cos_sin(position, turn);
+}
+
+// The dim of element e of this lane's chunk of a key (and of the query). With whole-row NeoX
+// rotation (PAIRED_KEYS) a lane holds both halves of its rotary pairs: elements 0..VEC/2-1 are
+// dims lane * VEC/2 + e, the rest the dims HEAD_DIM/2 further on (two 8-byte loads, each
+// still read by its key's lanes as whole 128-byte segments). A key's rotation then needs no other
+// lane's elements: the layout where the partner halves sat in lane ^ LANES/2 spent two subgroup
+// exchanges per element and pair on them (H100, f16 at 32K: 169 -> 128 us, docs/benchmarks.md).
+uint key_dim(uint lane, uint e) {
+  if (!PAIRED_KEYS) return lane * VEC + e;
+  const uint half_vec = VEC / 2;
+  return e < half_vec ? lane * half_vec + e : HEAD_DIM / 2 + lane * half_vec + (e - half_vec);
+}
+
+// This lane's 16 bytes of K row `row` (slot_base included), dims key_dim(lane, e).
+uvec4 load_key_chunk(uint row, uint lane) {
+  if (!PAIRED_KEYS) return KVC_DECODE_KEY_VEC[(row * HEAD_DIM) / VEC + lane];
+  const uint row_halves = (row * HEAD_DIM) / (VEC / 2);  // 8-byte units: LANES per half of the row
+  return uvec4(KVC_DECODE_KEY_HALVES[row_halves + lane], KVC_DECODE_KEY_HALVES[row_halves + LANES + lane]);
+}
+
+void set_chunk_element(inout vec4 lo, inout vec4 hi, uint e, float value) {
+  if (e < 4) lo[e] = value;
+  else hi[e - 4] = value;
+}
+
+// Whether this lane's rotary pairs lie in its own chunk: element pairs (i, i + VEC/2) with
+// PAIRED_KEYS, (2i, 2i + 1) interleaved, pair lane * VEC/2 + i either way.
+const bool PAIRS_IN_CHUNK = PAIRED_KEYS || ROPE_STYLE == 2;
+
+// The rope_turn_table entries of this lane's rotary pairs (in-chunk pairs: the first VEC/2
+// entries) or of its elements' pairs (NeoX over part of the row); unrotated ones 0.
+uvec2 lane_turn(uint lane, uint e) {
+  if (PAIRS_IN_CHUNK) {
+    const uint pair = lane * (VEC / 2) + e;
+    return e < VEC / 2 && 2 * pair < ROTARY_DIMS ? turns[pair] : uvec2(0u);
+  }
+  const uint d = lane * VEC + e;
+  return d < ROTARY_DIMS ? turns[rope_pair(d)] : uvec2(0u);
+}
+
+// Rotates this lane's chunk of a key (elements lo/hi, dims key_dim(lane, e)) to `position`:
+// one cos/sin per pair where the pairs are in the chunk; NeoX over part of the row reads each
+// element's partner from memory (row_element: the row's first element).
+void rotate_key_chunk(uint row_element, uint lane, uint position, uvec2 turns_of_lane[8], inout vec4 lo, inout vec4 hi) {
+  const vec4 lo_in = lo, hi_in = hi;  // partners are read before rotation
+  if (PAIRS_IN_CHUNK) {
+    [[unroll]] for (uint i = 0; i < VEC / 2; ++i) {
+      if (2 * (lane * (VEC / 2) + i) >= ROTARY_DIMS) continue;
+      const uint a = PAIRED_KEYS ? i : 2 * i, b = PAIRED_KEYS ? i + VEC / 2 : 2 * i + 1;
+      const vec2 rotated = rope_rotate(vec2(chunk_element(lo_in, hi_in, a), chunk_element(lo_in, hi_in, b)),
+                                       key_cos_sin(position, turns_of_lane[i]));
+      set_chunk_element(lo, hi, a, rotated.x);
+      set_chunk_element(lo, hi, b, rotated.y);
     }
     return;
   }
-  [[unroll]] for (uint e = 0; e < VEC; ++e)
-    cos_sin[e] = first + e < ROTARY_DIMS ? rope_cos_sin(position, turns_of_lane[e]) : vec2(1.0, 0.0);
-}
-
-// Rotates the key chunk starting at dim `first` (elements in lo/hi) by `cos_sin`
-// (key_cos_sin). For NeoX the partner of dim d is d +- ROTARY_DIMS/2, in another lane's chunk:
-// `partners_shuffled` says partner_lo/hi already hold that lane's chunk (whole-row rotation,
-// shuffled in); otherwise the partner is read from memory.
-void rotate_key_chunk(uint row_element, uint first, bool partners_shuffled, vec4 partner_lo, vec4 partner_hi,
-                      vec2 cos_sin[8], inout vec4 lo, inout vec4 hi) {
-  const vec4 lo_in = lo, hi_in = hi;  // partners are read before rotation
+  const uint half_dims = ROTARY_DIMS / 2;
   [[unroll]] for (uint e = 0; e < VEC; ++e) {
-    const uint d = first + e;
+    const uint d = lane * VEC + e;
     if (d >= ROTARY_DIMS) continue;
-    const float x = chunk_element(lo_in, hi_in, e);
-    float y;
-    if (ROPE_STYLE == 2) {  // interleaved: the partner is the other element of the pair, in this chunk
-      const float partner = chunk_element(lo_in, hi_in, e ^ 1u);
-      y = rope_rotate_element(x, partner, cos_sin[e], (d & 1u) == 0);
-    } else {
-      const uint half_dims = ROTARY_DIMS / 2;
-      const bool low = d < half_dims;
-      const float partner = partners_shuffled
-                                ? chunk_element(partner_lo, partner_hi, e)
-                                : KVC_LOAD_ELEMENT(KVC_DECODE_KEY_WORDS, KV_F16, row_element + (low ? d + half_dims : d - half_dims));
-      y = rope_rotate_element(x, partner, cos_sin[e], low);
-    }
-    if (e < 4) lo[e] = y;
-    else hi[e - 4] = y;
+    const bool low = d < half_dims;
+    const float partner = KVC_LOAD_ELEMENT(KVC_DECODE_KEY_WORDS, KV_F16, row_element + (low ? d + half_dims : d - half_dims));
+    set_chunk_element(lo, hi, e, rope_rotate_element(chunk_element(lo_in, hi_in, e), partner, key_cos_sin(position, turns_of_lane[e]), low));
   }
 }
 
@@ -153,6 +182,20 @@ float query_element(DecodeRange range, uint head, uint d) {
   return rope_rotate_element(x, partner, cs, first) * range.scale;
 }
 
+// A tile's K and V chunks of this thread, and its keys' positions where keys are rotated: all
+// loads issued together (each pass waited on its own position load when they were read where
+// used). Passes past the slots load nothing.
+void load_tile(uint slot_base, uint tile, uint num_slots, uint key_lane, uint lane, bool has_lane, out uvec4 key_chunks[PASSES],
+               out uvec4 value_chunks[PASSES], out uint key_positions[PASSES]) {
+  [[unroll]] for (uint pass = 0; pass < PASSES; ++pass) {
+    const uint j = pass * KEY_LANES + key_lane;
+    const bool valid = has_lane && tile + j < num_slots;
+    key_chunks[pass] = valid ? load_key_chunk(slot_base + tile + j, lane) : uvec4(0);
+    value_chunks[pass] = valid ? KVC_DECODE_VALUE_VEC[((slot_base + tile + j) * HEAD_DIM) / VEC + lane] : uvec4(0);
+    key_positions[pass] = ROTATES_KEYS && valid ? uint(KVC_DECODE_POSITIONS[slot_base + tile + j]) : 0u;
+  }
+}
+
 void decode_split(DecodeRange range) {
   const uint split = range.split;
   const uint kv_head = gl_WorkGroupID.y;
@@ -165,28 +208,22 @@ void decode_split(DecodeRange range) {
   // promise it without full subgroups (VK_EXT_subgroup_size_control), but every driver tested
   // (NVIDIA, lavapipe) lays compute invocations out so, and the tests compare with the CPU.
   const bool shuffle_reduce = POW2_LANES && gl_SubgroupSize >= LANES;
-  // NeoX over the whole row: dim d's partner d +- HEAD_DIM/2 is in lane ^ LANES/2, same
-  // subgroup (with one lane per key, head_dim 8 in f16, it is in the lane's own chunk).
-  const bool shuffle_partners = ROTATES_KEYS && ROPE_STYLE == 1 && ROTARY_DIMS == HEAD_DIM && shuffle_reduce && LANES >= 2;
 
   // This thread's chunk of every query head of the block, in registers.
   vec4 q_lo[KVC_MAX_GROUP_BLOCK];
   vec4 q_hi[KVC_MAX_GROUP_BLOCK];
   [[unroll]] for (uint g = 0; g < GROUP_BLOCK; ++g) {
-    const uint head = q_head0 + g, d = lane * VEC;
+    const uint head = q_head0 + g;
     [[unroll]] for (uint e = 0; e < 4; ++e) {
-      q_lo[g][e] = has_lane ? query_element(range, head, d + e) : 0.0;
-      q_hi[g][e] = has_lane && KV_F16 ? query_element(range, head, d + 4 + e) : 0.0;
+      q_lo[g][e] = has_lane ? query_element(range, head, key_dim(lane, e)) : 0.0;
+      q_hi[g][e] = has_lane && KV_F16 ? query_element(range, head, key_dim(lane, 4 + e)) : 0.0;
     }
   }
 
   const uint slot_base = kv_head * range.slot_stride;
   // The rotary pairs of this lane's dims are the same for every key: their turns are read once.
   uvec2 turns_of_lane[8];
-  [[unroll]] for (uint e = 0; e < VEC; ++e) {
-    const uint d = lane * VEC + e;
-    turns_of_lane[e] = ROTATES_KEYS && has_lane && d < ROTARY_DIMS ? turns[rope_pair(d)] : uvec2(0u);
-  }
+  [[unroll]] for (uint e = 0; e < VEC; ++e) turns_of_lane[e] = ROTATES_KEYS && has_lane ? lane_turn(lane, e) : uvec2(0u);
 
   float m[KVC_MAX_GROUP_BLOCK];
   float l[KVC_MAX_GROUP_BLOCK];
@@ -199,16 +236,20 @@ void decode_split(DecodeRange range) {
     acc_hi[g] = vec4(0);
   }
 
-  for (uint tile = split * TILE; tile < range.num_slots; tile += range.num_splits * TILE) {
+  uvec4 key_chunks[PASSES];
+  uvec4 value_chunks[PASSES];
+  uint key_positions[PASSES];
+  const uint tile_step = range.num_splits * TILE;
+  if (PREFETCH) load_tile(slot_base, split * TILE, range.num_slots, key_lane, lane, has_lane, key_chunks, value_chunks, key_positions);
+  for (uint tile = split * TILE; tile < range.num_slots; tile += tile_step) {
     const uint tile_keys = min(TILE, range.num_slots - tile);
-    uvec4 key_chunks[PASSES];
-    uvec4 value_chunks[PASSES];
-    [[unroll]] for (uint pass = 0; pass < PASSES; ++pass) {
-      const uint j = pass * KEY_LANES + key_lane;
-      const uint chunk = ((slot_base + tile + j) * HEAD_DIM) / VEC + lane;
-      key_chunks[pass] = has_lane && j < tile_keys ? KVC_DECODE_KEY_VEC[chunk] : uvec4(0);
-      value_chunks[pass] = has_lane && j < tile_keys ? KVC_DECODE_VALUE_VEC[chunk] : uvec4(0);
-    }
+    uvec4 next_key_chunks[PASSES];
+    uvec4 next_value_chunks[PASSES];
+    uint next_key_positions[PASSES];
+    if (PREFETCH)
+      load_tile(slot_base, tile + tile_step, range.num_slots, key_lane, lane, has_lane, next_key_chunks, next_value_chunks, next_key_positions);
+    else
+      load_tile(slot_base, tile, range.num_slots, key_lane, lane, has_lane, key_chunks, value_chunks, key_positions);
 
     float scores[PASSES * KVC_MAX_GROUP_BLOCK];  // [pass][head of the block]
     [[unroll]] for (uint pass = 0; pass < PASSES; ++pass) {
@@ -217,16 +258,7 @@ void decode_split(DecodeRange range) {
       const uint slot = slot_base + tile + j;
       vec4 lo, hi;
       unpack_chunk(key_chunks[pass], lo, hi);
-      if (ROTATES_KEYS) {
-        vec4 partner_lo = vec4(0), partner_hi = vec4(0);
-        if (shuffle_partners) {
-          partner_lo = subgroupShuffleXor(lo, LANES / 2);
-          partner_hi = subgroupShuffleXor(hi, LANES / 2);
-        }
-        vec2 cos_sin[8];
-        key_cos_sin(lane * VEC, valid ? uint(KVC_DECODE_POSITIONS[slot]) : 0u, turns_of_lane, shuffle_partners, cos_sin);
-        if (valid) rotate_key_chunk(slot * HEAD_DIM, lane * VEC, shuffle_partners, partner_lo, partner_hi, cos_sin, lo, hi);
-      }
+      if (ROTATES_KEYS && valid) rotate_key_chunk(slot * HEAD_DIM, lane, key_positions[pass], turns_of_lane, lo, hi);
       float dots[KVC_MAX_GROUP_BLOCK];
       [[unroll]] for (uint g = 0; g < GROUP_BLOCK; ++g) dots[g] = dot(lo, q_lo[g]) + dot(hi, q_hi[g]);
       if (shuffle_reduce) {
@@ -272,6 +304,11 @@ void decode_split(DecodeRange range) {
         acc_lo[g] += p * v_lo;
         acc_hi[g] += p * v_hi;
       }
+    }
+    if (PREFETCH) {
+      key_chunks = next_key_chunks;
+      value_chunks = next_value_chunks;
+      key_positions = next_key_positions;
     }
   }
 

@@ -16,6 +16,19 @@ vec2 rope_cos_sin(uint position, uvec2 turn) {
   return kvc_quadrant_cos_sin(float(rest) * (6.283185307179586 / 4294967296.0), quadrant);
 }
 
+// A signed fraction of a turn (2^-32 units, [-1/2, 1/2) turn) as an angle in radians.
+float rope_turn_angle(int fraction) { return float(fraction) * (6.283185307179586 / 4294967296.0); }
+
+// rope_cos_sin by the built-ins, on the same exact reduction to [-pi, pi): a fraction of the
+// polynomial's instructions, for devices whose built-ins measured precise there
+// (vulkan/trig_precision.h; the callers pass a specialization constant).
+vec2 rope_cos_sin_builtin(uint position, uvec2 turn) {
+  uint carry, low;
+  umulExtended(position, turn.y, carry, low);
+  const float angle = rope_turn_angle(int(position * turn.x + carry));
+  return vec2(cos(angle), sin(angle));
+}
+
 // The dims rotated together as pair `pair`.
 uvec2 rope_pair_dims(uint pair) {
   return ROPE_STYLE == 1 ? uvec2(pair, pair + ROTARY_DIMS / 2) : uvec2(2 * pair, 2 * pair + 1);

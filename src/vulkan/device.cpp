@@ -258,6 +258,12 @@ void Device::finish_setup() {
   timestamp_valid_bits_ = families[queue_family_].timestampValidBits;
   pipelines_ = std::make_unique<PipelineCache>(*this);
   staging_ = std::make_unique<Staging>(*this);
+  // The built-ins only make RoPE cheaper: a probe that fails leaves the exact route.
+  try {
+    builtin_trig_error_ = vk::builtin_trig_error(read_trig_samples(*this));
+  } catch (const Error& error) {
+    if (error.status() == KVC_ERROR_DEVICE_LOST) throw;  // nothing would run on it
+  }
 }
 
 Device::~Device() {

@@ -4,11 +4,13 @@
 
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 
 #include "vulkan/cooperative_matrix.h"
 #include "vulkan/fragment_layout.h"
+#include "vulkan/trig_precision.h"
 #include "vulkan/vk.h"
 
 namespace kvc::vk {
@@ -70,6 +72,11 @@ class Device {
   // Where the cooperative path's matrix elements sit in a subgroup (probed at creation; Opaque
   // on SIMT).
   FragmentLayout fragment_layout() const { return fragment_layout_; }
+  // The largest error of the built-in cos and sin over a full turn, measured at creation
+  // (vulkan/trig_precision.h; infinity where the probe failed), and whether it is within the
+  // bound under which the decode kernel rotates keys by them.
+  double builtin_trig_error() const { return builtin_trig_error_; }
+  bool builtin_trig_precise() const { return builtin_trig_error_ <= kBuiltinTrigBound; }
   // Whether pipelines of cooperative-matrix shaders must require 32-wide full subgroups.
   bool requires_cooperative_subgroup_size() const { return requires_cooperative_subgroup_size_; }
   double timestamp_period_ns() const { return properties_.limits.timestampPeriod; }
@@ -119,6 +126,7 @@ class Device {
   std::string matrix_path_detail_;
   bool requires_cooperative_subgroup_size_ = false;
   FragmentLayout fragment_layout_ = FragmentLayout::Opaque;
+  double builtin_trig_error_ = std::numeric_limits<double>::infinity();
   bool indexes_buffer_arrays_ = false;
   bool captures_pipeline_statistics_ = false;
   std::unique_ptr<PipelineCache> pipelines_;

@@ -11,6 +11,7 @@
 #include "support/attention_case.h"
 #include "support/test_support.h"
 #include "vulkan/device.h"
+#include "vulkan/trig_precision.h"
 
 namespace kvc {
 namespace {
@@ -62,6 +63,14 @@ std::vector<CoopmatVariant> coopmat_variants(Backend& gpu, const ops::AttentionS
   return variants;
 }
 
+// A decode's key rotation: by the built-in cos and sin (the default where the device measured
+// them precise, vulkan/trig_precision.h) and by the exact polynomial route every device takes
+// (KVC_ROPE_TRIG=polynomial); nullptr is the default.
+std::vector<const char*> key_trig_routes(Backend& gpu, const ops::AttentionShape& shape) {
+  if (shape.num_queries != 1 || !shape.key_rope().enabled() || !vk::rotates_by_builtin_trig(gpu.device())) return {nullptr};
+  return {nullptr, "polynomial"};
+}
+
 void check_against_cpu(const ops::AttentionShape& shape, float q_range = 2.0f) {
   const bool with_scores = shape.num_slots <= 5000;  // the CPU scores pass is slow past that
   const test::AttentionCase problem = test::AttentionCase::random(shape, q_range);
@@ -70,19 +79,23 @@ void check_against_cpu(const ops::AttentionShape& shape, float q_range = 2.0f) {
     REQUIRE(gpu != nullptr);
     const bool cooperative = ops::attention_on_cooperative_matrices(*gpu, shape);
     for (const CoopmatVariant variant : coopmat_variants(*gpu, shape)) {
-      const CoopmatVariantGuard guard(variant);
-      const test::AttentionResult actual = problem.run(*gpu, with_scores);
-      INFO("q_heads ", shape.num_q_heads, " kv_heads ", shape.num_kv_heads, " head_dim ", shape.head_dim, " queries ",
-           shape.num_queries, " slots ", shape.num_slots, " ", std::string(dtype_name(shape.dtype)), " rope ", shape.rope.style, "/",
-           shape.rope.rotary_dims,
-           std::string(cooperative ? " cooperative" : " SIMT"), std::string(variant.rope_on_load ? ", keys rotated as staged" : ""),
-           std::string(variant.softmax_shared ? ", softmax through shared memory" : ""));
-      CHECK(test::relative_max_error(actual.out, expected.out) < tolerance(shape, cooperative));
-      if (with_scores) CHECK(test::relative_max_error(actual.scores, expected.scores) < test::scores_tolerance(cooperative, shape.rope.enabled()));
-      // A decode's logits and lse carry the same f32 dot products (and RoPE) as its scores.
-      if (!expected.logits.empty()) {
-        CHECK(test::relative_max_error(actual.logits, expected.logits) < test::scores_tolerance(cooperative, shape.rope.enabled()));
-        CHECK(test::relative_max_error(actual.lse, expected.lse) < test::scores_tolerance(cooperative, shape.rope.enabled()));
+      for (const char* trig : key_trig_routes(*gpu, shape)) {
+        const CoopmatVariantGuard guard(variant);
+        const test::EnvironmentSetting trig_route("KVC_ROPE_TRIG", trig);
+        const test::AttentionResult actual = problem.run(*gpu, with_scores);
+        INFO("q_heads ", shape.num_q_heads, " kv_heads ", shape.num_kv_heads, " head_dim ", shape.head_dim, " queries ",
+             shape.num_queries, " slots ", shape.num_slots, " ", std::string(dtype_name(shape.dtype)), " rope ", shape.rope.style, "/",
+             shape.rope.rotary_dims,
+             std::string(cooperative ? " cooperative" : " SIMT"), std::string(variant.rope_on_load ? ", keys rotated as staged" : ""),
+             std::string(variant.softmax_shared ? ", softmax through shared memory" : ""),
+             std::string(trig ? ", keys rotated by the polynomial" : ""));
+        CHECK(test::relative_max_error(actual.out, expected.out) < tolerance(shape, cooperative));
+        if (with_scores) CHECK(test::relative_max_error(actual.scores, expected.scores) < test::scores_tolerance(cooperative, shape.rope.enabled()));
+        // A decode's logits and lse carry the same f32 dot products (and RoPE) as its scores.
+        if (!expected.logits.empty()) {
+          CHECK(test::relative_max_error(actual.logits, expected.logits) < test::scores_tolerance(cooperative, shape.rope.enabled()));
+          CHECK(test::relative_max_error(actual.lse, expected.lse) < test::scores_tolerance(cooperative, shape.rope.enabled()));
+        }
       }
     }
   }
@@ -138,6 +151,9 @@ TEST_CASE("decode attention on Vulkan at the head_dim and group limits") {
     check_against_cpu(make_shape(4, 2, 8, 1, 1001, dtype, KVC_ROPE_NEOX));
     check_against_cpu(make_shape(4, 1, 256, 1, 2049, dtype, KVC_ROPE_NEOX, 128));
     check_against_cpu(make_shape(8, 2, 40, 1, 130, dtype, KVC_ROPE_INTERLEAVED));
+    // Interleaved pairs over part of the row, the boundary inside a lane's chunk (dims 32-35 in
+    // f32, 32-39 in f16): the chunk holds rotated and unrotated pairs.
+    check_against_cpu(make_shape(8, 2, 128, 1, 301, dtype, KVC_ROPE_INTERLEAVED, 34));
     // head_dim 24 in f16 is 3 lanes a key, 42 keys a pass: a group of 4 sums 168 (head, key)
     // scores through shared memory, more than the workgroup's 128 threads (found by decode_evict's test).
     check_against_cpu(make_shape(12, 3, 24, 1, 54, dtype));
