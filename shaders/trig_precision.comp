@@ -6,7 +6,7 @@
 // so that the samples cover [-pi, pi) and the values between the steps) and the built-ins of it.
 #extension GL_GOOGLE_include_directive : require
 
-layout(local_size_x = 256) in;
+layout(local_size_x = 128) in;  // the size every Vulkan device allows
 
 layout(binding = 0) writeonly buffer Samples { float samples[]; };  // [invocation]: angle, cos, sin
 

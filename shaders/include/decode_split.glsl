@@ -6,10 +6,11 @@
 // power-of-two strides ran at under a fifth of the H100's bandwidth. The query is rotated and
 // scaled here.
 //
-// LANES threads share a key, each with one 16-byte chunk of its K and V rows (a warp reads
-// whole rows, coalesced); a thread owns every KEY_LANES-th key of a tile. All of a tile's K and
-// V loads are issued before any is used (PASSES 16-byte loads of each in flight per thread hide
-// DRAM latency). The lanes' partial dot products are summed with subgroup XOR shuffles, which
+// LANES threads share a key, each with 16 bytes of its K and V rows (a warp reads whole rows,
+// coalesced; with whole-row NeoX a lane's K bytes are 8 from each half of the row, key_dim); a
+// thread owns every KEY_LANES-th key of a tile. All of a tile's K and V loads are issued before
+// any is used (PASSES 16-byte loads of each in flight per thread hide DRAM latency), and where
+// keys are rotated the next tile's before this tile's work (PREFETCH). The lanes' partial dot products are summed with subgroup XOR shuffles, which
 // leave the key's score in every lane, so each thread runs its own online softmax over its keys
 // with no shared memory in the loop: one rescale per tile (against the tile's maximum), then
 // plain multiply-adds. Shared memory is only the fallback where a subgroup cannot hold a key's
@@ -87,9 +88,6 @@ void unpack_chunk(uvec4 words, out vec4 lo, out vec4 hi) {
 
 float chunk_element(vec4 lo, vec4 hi, uint e) { return e < 4 ? lo[e] : hi[e - 4]; }
 
-// The rotary pair of dim d (d < ROTARY_DIMS).
-uint rope_pair(uint d) { return ROPE_STYLE == 2 ? d / 2 : (d < ROTARY_DIMS / 2 ? d : d - ROTARY_DIMS / 2); }
-
 vec2 key_cos_sin(uint position, uvec2 turn) {
   return BUILTIN_TRIG ? rope_cos_sin_builtin(position, turn) : rope_cos_sin(position, turn);
 }
@@ -129,8 +127,8 @@ uvec2 lane_turn(uint lane, uint e) {
     const uint pair = lane * (VEC / 2) + e;
     return e < VEC / 2 && 2 * pair < ROTARY_DIMS ? turns[pair] : uvec2(0u);
   }
-  const uint d = lane * VEC + e;
-  return d < ROTARY_DIMS ? turns[rope_pair(d)] : uvec2(0u);
+  const uint d = lane * VEC + e, half_dims = ROTARY_DIMS / 2;
+  return d < ROTARY_DIMS ? turns[d < half_dims ? d : d - half_dims] : uvec2(0u);
 }
 
 // Rotates this lane's chunk of a key (elements lo/hi, dims key_dim(lane, e)) to `position`:

@@ -142,7 +142,8 @@ void attention_batch_vulkan(Backend& backend, const std::vector<DecodeEntry>& en
     const DecodeBatchPush push{group.table_base, group_size, scale};
     recorder.dispatch({"attention_decode_batch", kDecodeArrays + kDecodeSingles, sizeof(DecodeBatchPush),
                        {kDecodeWorkgroup, dim, blocks.group_block, f16, rope.style, rope.rotary_dims, false,
-                        first.shape.keys_rotated, vk::rotates_by_builtin_trig(backend.device()), caches_per_dispatch},
+                        first.shape.keys_rotated, rope.style != 0 && !first.shape.keys_rotated && vk::rotates_by_builtin_trig(backend.device()),
+                        caches_per_dispatch},
                        {caches_per_dispatch, caches_per_dispatch, caches_per_dispatch, caches_per_dispatch}},
                       decode_buffers, &push, group.total_splits, shape.num_kv_heads, blocks.head_blocks);
 

@@ -13,8 +13,9 @@
 namespace kvc::vk {
 namespace {
 
-constexpr uint32_t kWorkgroups = 64;  // of 256 invocations: 16384 angles, one every 2^18 of a turn
-constexpr uint32_t kSamples = kWorkgroups * 256;
+constexpr uint32_t kWorkgroups = 128;  // of 128 invocations: 16384 angles, one every 2^18 of a turn
+constexpr uint32_t kSamples = kWorkgroups * 128;
+constexpr double kPi = 3.14159265358979323846;
 
 }  // namespace
 
@@ -24,7 +25,7 @@ double builtin_trig_error(const std::vector<float>& samples) {
   double worst = 0.0;
   for (size_t i = 0; i < samples.size(); i += 3) {
     const double angle = samples[i];
-    if (!std::isfinite(angle) || std::fabs(angle) > 3.1415927) return kNone;
+    if (!std::isfinite(angle) || std::fabs(angle) > double(float(kPi))) return kNone;  // pi rounded to f32 is a sample
     const double error = std::max(std::fabs(samples[i + 1] - std::cos(angle)), std::fabs(samples[i + 2] - std::sin(angle)));
     if (!std::isfinite(error)) return kNone;
     worst = std::max(worst, error);

@@ -25,10 +25,12 @@
 #include <string>
 #include <vector>
 
+#include "api/handles.h"
 #include "kvc/kvc.h"
 #include "support/api_helpers.h"
 #include "support/engine_paths.h"
 #include "support/test_support.h"
+#include "vulkan/device.h"
 #include "vulkan/faults.h"
 
 namespace {
@@ -507,6 +509,37 @@ TEST_CASE("fault injection: PHITKV") { check_named("PHITKV"); }
 TEST_CASE("fault injection: FREQKV") { check_named("FREQKV"); }
 TEST_CASE("fault injection: FAEDKV") { check_named("FAEDKV"); }
 TEST_CASE("fault injection: FOURIER") { check_named("FOURIER"); }
+
+// The trig probe's submit is a context's first (vulkan/trig_precision.h): failed, it leaves the
+// exact polynomial and a working context; a lost device fails the creation.
+TEST_CASE("context creation: a failed trig probe leaves the exact route, a lost device fails the creation") {
+  kvc_context_desc desc = kvc_context_desc_default();
+  desc.backend = KVC_BACKEND_VULKAN;
+  faults::reset();
+  faults::arm(Op::QueueSubmit, 1, VK_ERROR_OUT_OF_DEVICE_MEMORY);
+  kvc_context* raw = nullptr;
+  REQUIRE(kvc_context_create(&desc, &raw) == KVC_OK);
+  ContextPtr context(raw);
+  CHECK(faults::fired());
+  CHECK_FALSE(context->backend->device().builtin_trig_precise());
+  // The context works: a STREAMING cache (keys before RoPE) decodes, rotating keys the exact way.
+  kvc_cache_desc cache_desc = small_cache_desc(KVC_DTYPE_F16, 64);
+  cache_desc.policy = KVC_POLICY_STREAMING;
+  CachePtr cache = make_cache(context.get(), cache_desc);
+  REQUIRE(cache != nullptr);
+  const StepInputs in = random_step_inputs(cache_desc, 3);
+  REQUIRE(kvc_cache_append(cache.get(), 0, 3, cache_desc.dtype, in.k.data(), in.v.data()) == KVC_OK);
+  std::vector<unsigned char> out(in.q.size() / 3);
+  CHECK(kvc_attend(cache.get(), 0, 1, cache_desc.dtype, in.q.data() + 2 * out.size(), out.data(), nullptr) == KVC_OK);
+
+  faults::reset();
+  faults::arm(Op::QueueSubmit, 1, VK_ERROR_DEVICE_LOST);
+  raw = nullptr;
+  CHECK(kvc_context_create(&desc, &raw) == KVC_ERROR_DEVICE_LOST);
+  CHECK(raw == nullptr);
+  CHECK(faults::fired());
+  faults::reset();
+}
 
 // make_parts: a layer's K, V and positions are parts of one device allocation (NVIDIA's driver
 // takes about 0.6 ms for each), and so are FAEDKV's spectrum tables and states: three more

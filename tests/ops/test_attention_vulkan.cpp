@@ -65,9 +65,9 @@ std::vector<CoopmatVariant> coopmat_variants(Backend& gpu, const ops::AttentionS
 
 // A decode's key rotation: by the built-in cos and sin (the default where the device measured
 // them precise, vulkan/trig_precision.h) and by the exact polynomial route every device takes
-// (KVC_ROPE_TRIG=polynomial); nullptr is the default.
+// (KVC_ROPE_TRIG=polynomial); nullptr is the default, whatever the environment held.
 std::vector<const char*> key_trig_routes(Backend& gpu, const ops::AttentionShape& shape) {
-  if (shape.num_queries != 1 || !shape.key_rope().enabled() || !vk::rotates_by_builtin_trig(gpu.device())) return {nullptr};
+  if (shape.num_queries != 1 || !shape.key_rope().enabled() || !gpu.device().builtin_trig_precise()) return {nullptr};
   return {nullptr, "polynomial"};
 }
 
@@ -154,6 +154,11 @@ TEST_CASE("decode attention on Vulkan at the head_dim and group limits") {
     // Interleaved pairs over part of the row, the boundary inside a lane's chunk (dims 32-35 in
     // f32, 32-39 in f16): the chunk holds rotated and unrotated pairs.
     check_against_cpu(make_shape(8, 2, 128, 1, 301, dtype, KVC_ROPE_INTERLEAVED, 34));
+    // Whole-row NeoX (a lane holds both halves of its pairs, key_dim) at lane counts that are not
+    // powers of two (24: 3 or 6 lanes, 40: 5 or 10) and at 64 lanes a key (256 in f32).
+    check_against_cpu(make_shape(8, 2, 24, 1, 211, dtype, KVC_ROPE_NEOX));
+    check_against_cpu(make_shape(8, 2, 40, 1, 150, dtype, KVC_ROPE_NEOX));
+    check_against_cpu(make_shape(4, 1, 256, 1, 700, dtype, KVC_ROPE_NEOX));
     // head_dim 24 in f16 is 3 lanes a key, 42 keys a pass: a group of 4 sums 168 (head, key)
     // scores through shared memory, more than the workgroup's 128 threads (found by decode_evict's test).
     check_against_cpu(make_shape(12, 3, 24, 1, 54, dtype));

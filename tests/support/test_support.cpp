@@ -154,10 +154,14 @@ double relative_max_error(const std::vector<float>& actual, const std::vector<fl
 }
 
 EnvironmentSetting::EnvironmentSetting(const char* name, const char* value) : name_(name) {
+  if (const char* current = std::getenv(name)) before_ = current;
   if (value) setenv(name, value, 1);
   else unsetenv(name);
 }
 
-EnvironmentSetting::~EnvironmentSetting() { unsetenv(name_.c_str()); }
+EnvironmentSetting::~EnvironmentSetting() {
+  if (before_) setenv(name_.c_str(), before_->c_str(), 1);
+  else unsetenv(name_.c_str());
+}
 
 }  // namespace kvc::test

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -64,7 +65,8 @@ std::vector<unsigned char> read_tensor(Backend& backend, const Tensor& tensor, s
 double relative_max_error(const std::vector<float>& actual, const std::vector<float>& reference);
 
 // An environment variable libkvc reads per call (KVC_BATCH_DECODE, KVC_COOPMAT_SOFTMAX, ...)
-// set to `value`, or unset when `value` is null, for the guard's lifetime; unset after either way.
+// set to `value`, or unset when `value` is null, for the guard's lifetime; what it was before
+// (a value the user exported, or none) after.
 class EnvironmentSetting {
  public:
   EnvironmentSetting(const char* name, const char* value);
@@ -74,6 +76,7 @@ class EnvironmentSetting {
 
  private:
   std::string name_;
+  std::optional<std::string> before_;
 };
 
 }  // namespace kvc::test
