@@ -10,13 +10,12 @@ layout(local_size_x = 128) in;  // the size every Vulkan device allows
 
 layout(binding = 0) writeonly buffer Samples { float samples[]; };  // [invocation]: angle, cos, sin
 
-const uint ROPE_STYLE = 0, ROTARY_DIMS = 0;  // rope.glsl's pair helpers are not used here
-#include "rope.glsl"
+#include "quadrant_trig.glsl"
 
 void main() {
   const uint i = gl_GlobalInvocationID.x;
   const uint fraction = i * 262144u + ((i * 2654435761u) & 262143u);
-  const float angle = rope_turn_angle(int(fraction));
+  const float angle = kvc_turn_angle(int(fraction));
   samples[3 * i] = angle;
   samples[3 * i + 1] = cos(angle);
   samples[3 * i + 2] = sin(angle);

@@ -1,9 +1,13 @@
 // cos and sin where the built-ins are not precise enough (Vulkan bounds their error only to
 // 2^-11): the caller reduces its angle exactly, in integers, to x in [-pi/4, pi/4] plus a
 // number of quarter turns; Taylor polynomials on that range (error < 3e-8, below f32
-// rounding) do the rest.
+// rounding) do the rest. Also the turn-to-radians step the built-in route (rope.glsl) and its
+// precision probe (trig_precision.comp) share.
 #ifndef KVC_QUADRANT_TRIG_GLSL
 #define KVC_QUADRANT_TRIG_GLSL
+
+// A signed fraction of a turn (2^-32 units: [-1/2, 1/2) turn) as an angle in radians.
+float kvc_turn_angle(int fraction) { return float(fraction) * (6.283185307179586 / 4294967296.0); }
 
 vec2 kvc_quadrant_cos_sin(float x, uint quadrant) {
   const float x2 = x * x;

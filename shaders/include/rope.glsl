@@ -13,11 +13,8 @@ vec2 rope_cos_sin(uint position, uvec2 turn) {
   const uint fraction = position * turn.x + carry;  // angle in turns, 2^-32 resolution
   const uint quadrant = (fraction + 0x20000000u) >> 30;
   const int rest = int(fraction - (quadrant << 30));
-  return kvc_quadrant_cos_sin(float(rest) * (6.283185307179586 / 4294967296.0), quadrant);
+  return kvc_quadrant_cos_sin(kvc_turn_angle(rest), quadrant);
 }
-
-// A signed fraction of a turn (2^-32 units, [-1/2, 1/2) turn) as an angle in radians.
-float rope_turn_angle(int fraction) { return float(fraction) * (6.283185307179586 / 4294967296.0); }
 
 // rope_cos_sin by the built-ins, on the same exact reduction to [-pi, pi): a fraction of the
 // polynomial's instructions, for devices whose built-ins measured precise there
@@ -25,7 +22,7 @@ float rope_turn_angle(int fraction) { return float(fraction) * (6.28318530717958
 vec2 rope_cos_sin_builtin(uint position, uvec2 turn) {
   uint carry, low;
   umulExtended(position, turn.y, carry, low);
-  const float angle = rope_turn_angle(int(position * turn.x + carry));
+  const float angle = kvc_turn_angle(int(position * turn.x + carry));
   return vec2(cos(angle), sin(angle));
 }
 

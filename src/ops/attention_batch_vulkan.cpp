@@ -8,7 +8,6 @@
 #include "ops/batch_dispatch_vulkan.h"
 #include "ops/decode_split_vulkan.h"
 #include "ops/rotated_reads_vulkan.h"
-#include "vulkan/trig_precision.h"
 
 namespace kvc::ops {
 namespace {
@@ -142,8 +141,7 @@ void attention_batch_vulkan(Backend& backend, const std::vector<DecodeEntry>& en
     const DecodeBatchPush push{group.table_base, group_size, scale};
     recorder.dispatch({"attention_decode_batch", kDecodeArrays + kDecodeSingles, sizeof(DecodeBatchPush),
                        {kDecodeWorkgroup, dim, blocks.group_block, f16, rope.style, rope.rotary_dims, false,
-                        first.shape.keys_rotated, rope.style != 0 && !first.shape.keys_rotated && vk::rotates_by_builtin_trig(backend.device()),
-                        caches_per_dispatch},
+                        first.shape.keys_rotated, decode_builtin_trig(backend, first.shape), caches_per_dispatch},
                        {caches_per_dispatch, caches_per_dispatch, caches_per_dispatch, caches_per_dispatch}},
                       decode_buffers, &push, group.total_splits, shape.num_kv_heads, blocks.head_blocks);
 

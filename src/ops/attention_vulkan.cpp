@@ -12,7 +12,6 @@
 #include "ops/decode_split_vulkan.h"
 #include "ops/rotated_reads_vulkan.h"
 #include "vulkan/device.h"
-#include "vulkan/trig_precision.h"
 
 namespace kvc::ops {
 namespace {
@@ -150,7 +149,7 @@ DecodeSplits record_decode_splits(Backend& backend, const AttentionShape& shape,
   backend.recorder().dispatch(
       {"attention_decode", 7, sizeof(DecodePush),
        {kDecodeWorkgroup, dim, blocks.group_block, shape.dtype == Dtype::F16, rope.style, rope.rotary_dims, with_logits,
-        shape.keys_rotated, rope.style != 0 && !shape.keys_rotated && vk::rotates_by_builtin_trig(backend.device())}},
+        shape.keys_rotated, decode_builtin_trig(backend, shape)}},
       {slice(args.q), slice(args.k), slice(args.v), rope.positions, rope.turns, slice(view(partials)), slice(logits)}, &push,
       num_splits, shape.num_kv_heads, blocks.head_blocks);
   return {view(partials), num_splits, logits};

@@ -8,6 +8,8 @@
 
 #include "backend/backend.h"
 #include "ops/attention.h"
+#include "vulkan/device.h"
+#include "vulkan/trig_precision.h"
 
 namespace kvc::ops {
 
@@ -41,6 +43,12 @@ inline DecodeBlocks decode_blocks(const AttentionShape& shape) {
   // and a tile is kDecodePasses such passes. Split s takes tiles s, s + num_splits, ...
   const uint32_t elements_per_chunk = shape.dtype == Dtype::F16 ? 8 : 4;
   return {group_block, group / group_block, kDecodePasses * (kDecodeWorkgroup / (shape.head_dim / elements_per_chunk))};
+}
+
+// The decode kernels' BUILTIN_TRIG: whether the keys they rotate as read (RoPE, keys not stored
+// rotated) take the device's built-in cos and sin (vulkan/trig_precision.h).
+inline bool decode_builtin_trig(Backend& backend, const AttentionShape& shape) {
+  return shape.key_rope().enabled() && vk::rotates_by_builtin_trig(backend.device());
 }
 
 inline uint32_t decode_tiles(const AttentionShape& shape, const DecodeBlocks& blocks) {
