@@ -8,7 +8,8 @@
 // victim's physical slot is found with the victim (the lowest-score reduction carries it, the
 // score pass records the tree scope's), so lowering the ranks and moving the last slot's token
 // share one pass; only STREAMING's chunks of several tokens (a single eviction takes
-// evict_oldest.comp) and a later eviction of a chunk's TreeLeft still look the slot up first.
+// evict_one.comp) and a later eviction of a chunk's TreeLeft still look the slot up first. A
+// decode step's single eviction under any rule may take evict_one.comp (ops/decode_evict.h).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -24,7 +25,6 @@ layout(constant_id = 4) const bool SCORES_FROM_LOGITS = false;
 const uint RULE_OLDEST = 0, RULE_ACCUMULATED = 1, RULE_CURRENT_QUERY = 2, RULE_TREE = 3, RULE_TREE_LEFT = 4;
 const bool KEEPS_SUMS = RULE != RULE_OLDEST;
 const bool KEEPS_COUNTS = RULE == RULE_TREE || RULE == RULE_TREE_LEFT;
-const uint NONE = 0xFFFFFFFFu;
 
 // Threads read what other threads of the workgroup wrote after a barrier: coherent.
 layout(binding = 0) coherent buffer Keys { uint k_words[]; };
@@ -52,75 +52,19 @@ layout(push_constant) uniform Push {
 const uint WG = gl_WorkGroupSize.x;
 const uint ROW_WORDS = KV_F16 ? HEAD_DIM / 2 : HEAD_DIM;
 
-// Per subgroup, its lowest candidate (a subgroup may have a single lane: WG entries).
-shared float lowest_score_s[WG];
-shared uint lowest_rank_s[WG];
-shared uint lowest_slot_s[WG];
 // The tree scope's ranks left and left + 1: their physical slots, S and C (copied, so that the
 // choice reads no buffer entry the eviction that follows may overwrite).
 shared uint slot_of_s[2];
 shared float scope_sum_s[2];
 shared uint scope_count_s[2];
 
-void sync() {
-  memoryBarrierBuffer();
-  memoryBarrierShared();
-  barrier();
-}
-
-// (score, rank) a before b: lower score, ties to the lower rank; NONE ranks last.
-bool before(float score_a, uint rank_a, float score_b, uint rank_b) {
-  return rank_a != NONE && (rank_b == NONE || score_a < score_b || (score_a == score_b && rank_a < rank_b));
-}
-
-bool in_scope(uint rank, uint left) { return rank == left || rank == left + 1; }
+#include "eviction_choice.glsl"
 
 // Records a scope rank's entry: its slot, S and C.
 void note_scope_slot(uint slot, uint rank, uint left, float sum, uint count) {
   slot_of_s[rank - left] = slot;
   scope_sum_s[rank - left] = sum;
   scope_count_s[rank - left] = count;
-}
-
-// A thread's running lowest candidate: (score, rank) and the slot holding it.
-struct Lowest {
-  float score;
-  uint rank;
-  uint slot;
-};
-
-// A thread without a candidate: score +inf (glslang folds no bit cast into a constant).
-Lowest no_candidate() { return Lowest(uintBitsToFloat(0x7F800000u), NONE, NONE); }
-
-void note_candidate(float score, uint rank, uint slot, uint first, uint end, inout Lowest lowest) {
-  if (rank >= first && rank < end && before(score, rank, lowest.score, lowest.rank)) lowest = Lowest(score, rank, slot);
-}
-
-// The subgroup's lowest (score, rank), in every lane: ranks are distinct, so the lowest score
-// and then the lowest rank among the lanes that hold it are the order's minimum.
-Lowest subgroup_lowest(Lowest lowest) {
-  const float score = subgroupMin(lowest.score);
-  const uint rank = subgroupMin(lowest.score == score ? lowest.rank : NONE);
-  return Lowest(score, rank, subgroupMin(lowest.rank == rank ? lowest.slot : NONE));
-}
-
-// The workgroup's lowest candidate, in every thread: subgroups, then one barrier, then every
-// subgroup folds the subgroups' results itself (no second barrier to broadcast one). The
-// barrier also orders the score pass's writes before the eviction's (which overwrites the
-// freed slot's S); the shared entries are rewritten by the next call, after the eviction's.
-Lowest reduce_lowest(Lowest lowest) {
-  lowest = subgroup_lowest(lowest);
-  if (subgroupElect()) {
-    lowest_score_s[gl_SubgroupID] = lowest.score;
-    lowest_rank_s[gl_SubgroupID] = lowest.rank;
-    lowest_slot_s[gl_SubgroupID] = lowest.slot;
-  }
-  sync();
-  Lowest folded = no_candidate();
-  for (uint i = gl_SubgroupInvocationID; i < gl_NumSubgroups; i += gl_SubgroupSize)
-    if (before(lowest_score_s[i], lowest_rank_s[i], folded.score, folded.rank))
-      folded = Lowest(lowest_score_s[i], lowest_rank_s[i], lowest_slot_s[i]);
-  return subgroup_lowest(folded);
 }
 
 // The victim of eviction `eviction` (x: its rank) and its physical slot (y; NONE where not
@@ -135,7 +79,7 @@ uvec2 choose_victim(uint base, uint held, uint eviction, Lowest lowest) {
       lowest = no_candidate();
       for (uint slot = t; slot < held; slot += WG) note_candidate(sums[base + slot], uint(positions[base + slot]), slot, first, end, lowest);
     }
-    lowest = reduce_lowest(lowest);
+    lowest = reduce_lowest(lowest, true);
     return uvec2(lowest.rank, lowest.slot);
   }
   const uint left = first + (push.tree_first + eviction) % push.tree_span;
@@ -147,11 +91,8 @@ uvec2 choose_victim(uint base, uint held, uint eviction, Lowest lowest) {
     }
     sync();
   }
-  // S_a / C_a > S_b / C_b without a division (C > 0): products are correctly rounded on every
-  // Vulkan device, division is not, and the CPU reference compares the same products.
-  precise const float left_side = scope_sum_s[0] * float(scope_count_s[1]);
-  precise const float right_side = scope_sum_s[1] * float(scope_count_s[0]);
-  return left_side > right_side ? uvec2(left + 1, slot_of_s[1]) : uvec2(left, slot_of_s[0]);
+  const uint leaving = tree_leaving(scope_sum_s[0], scope_count_s[0], scope_sum_s[1], scope_count_s[1]);
+  return uvec2(left + leaving, slot_of_s[leaving]);
 }
 
 // Evicts rank `victim`: lowers the ranks above it and moves the last slot's token (rank, S,

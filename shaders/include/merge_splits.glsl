@@ -4,33 +4,79 @@
 // microseconds) and over the dims: each workgroup takes one block of a head's dims
 // (merge_dim_blocks in ops/decode_split_vulkan.h; the merges give it the grid's z), finding the
 // head's statistics itself, so a step's merge is not left to one workgroup per query head.
-// The includer declares partials[] ([row][m, l, acc...]) and lse[], the constants HEAD_DIM,
-// OUT_F16 and WG (its workgroup size, a power of two), and names the output's uint words
-// KVC_MERGE_OUT_WORDS; evict_oldest includes it to merge in the eviction's dispatch
-// (ops/decode_evict.h).
+// The includer enables GL_EXT_control_flow_attributes and GL_KHR_shader_subgroup_basic and
+// _arithmetic, declares partials[] ([row][m, l, acc...]) and lse[], the constants HEAD_DIM,
+// OUT_F16 and WG (its workgroup size), and names the output's uint words KVC_MERGE_OUT_WORDS;
+// evict_one and decode_merge_scores include it to merge in the eviction's dispatch
+// (ops/decode_evict.h), decode_merge_scores also to form the log-sum-exps its scores need, bit
+// for bit as the merge writes them (split_statistics).
 #include "elements.glsl"
 
 const uint CHUNKS = HEAD_DIM / 4;  // of 4 dims; the dim blocks divide them
 const uint STRIDE = HEAD_DIM + 2;
 
-shared float reduce_s[WG];
+// The statistics of up to STATISTICS_HEADS query heads are found together (evict_scored
+// needs a kv head's group of them; a merge, one).
+const uint STATISTICS_HEADS = 8;
+shared float fold_s[STATISTICS_HEADS * WG];  // per head, a subgroup's result each (a subgroup may have one lane)
 shared vec4 acc_s[WG];
 
-// The sum (or max) of every thread's `value`; all threads get it.
-float workgroup_reduce(float value, bool take_max) {
-  reduce_s[gl_LocalInvocationID.x] = value;
-  barrier();
-  for (uint width = WG / 2; width > 0; width /= 2) {
-    if (gl_LocalInvocationID.x < width) {
-      const float other = reduce_s[gl_LocalInvocationID.x + width];
-      const float mine = reduce_s[gl_LocalInvocationID.x];
-      reduce_s[gl_LocalInvocationID.x] = take_max ? max(mine, other) : mine + other;
+// Per head h < heads, the max (or sum) over the workgroup of every thread's values[h], in
+// every thread: subgroups, one barrier, then each thread folds the subgroups' results in
+// subgroup order (one order, so every workgroup that folds the same values gets the same bits).
+void fold_heads(inout float values[STATISTICS_HEADS], uint heads, bool take_max) {
+  [[unroll]] for (uint h = 0; h < STATISTICS_HEADS; ++h) {
+    if (h < heads) {
+      const float folded = take_max ? subgroupMax(values[h]) : subgroupAdd(values[h]);
+      if (subgroupElect()) fold_s[h * WG + gl_SubgroupID] = folded;
     }
-    barrier();
   }
-  const float result = reduce_s[0];
   barrier();
-  return result;
+  [[unroll]] for (uint h = 0; h < STATISTICS_HEADS; ++h) {
+    if (h < heads) {
+      float result = fold_s[h * WG];
+      for (uint i = 1; i < gl_NumSubgroups; ++i) result = take_max ? max(result, fold_s[h * WG + i]) : result + fold_s[h * WG + i];
+      values[h] = result;
+    }
+  }
+  barrier();  // every thread has read fold_s before the next fold overwrites it
+}
+
+// The statistics of query heads h < heads (<= STATISTICS_HEADS) whose partial rows are
+// first_row + h * num_splits .. + num_splits - 1: the largest m (x) and the sum of
+// l * exp(m - largest) (y); a head's log-sum-exp is x + log(y). A thread's first (m, l) of
+// every head is loaded at once, so that where the splits are no more than the threads the sums
+// need no second load. The sums are `precise`: a product fused into its add would round
+// differently in the one-head and the several-head forms of this code.
+void split_statistics(uint first_row, uint num_splits, uint heads, out vec2 statistics[STATISTICS_HEADS]) {
+  const uint t = gl_LocalInvocationID.x;
+  vec2 first_pair[STATISTICS_HEADS];  // (m, l) of split t
+  float largest[STATISTICS_HEADS];
+  precise float sum[STATISTICS_HEADS];
+  [[unroll]] for (uint h = 0; h < STATISTICS_HEADS; ++h) {
+    first_pair[h] = vec2(KVC_NEG_INF, 0.0);
+    if (h < heads && t < num_splits) {
+      const uint at = (first_row + h * num_splits + t) * STRIDE;
+      first_pair[h] = vec2(partials[at], partials[at + 1]);
+    }
+  }
+  [[unroll]] for (uint h = 0; h < STATISTICS_HEADS; ++h) {
+    largest[h] = first_pair[h].x;
+    if (h < heads)
+      for (uint s = t + WG; s < num_splits; s += WG) largest[h] = max(largest[h], partials[(first_row + h * num_splits + s) * STRIDE]);
+  }
+  fold_heads(largest, heads, true);
+  [[unroll]] for (uint h = 0; h < STATISTICS_HEADS; ++h) {
+    sum[h] = t < num_splits ? first_pair[h].y * exp(first_pair[h].x - largest[h]) : 0.0;
+    if (h < heads) {
+      for (uint s = t + WG; s < num_splits; s += WG) {
+        const uint at = (first_row + h * num_splits + s) * STRIDE;
+        sum[h] += partials[at + 1] * exp(partials[at] - largest[h]);
+      }
+    }
+  }
+  fold_heads(sum, heads, false);
+  [[unroll]] for (uint h = 0; h < STATISTICS_HEADS; ++h) statistics[h] = vec2(largest[h], sum[h]);
 }
 
 // Dim block `block` of `blocks` of head `head` of the output from partial rows first_row ..
@@ -38,14 +84,9 @@ float workgroup_reduce(float value, bool take_max) {
 void merge_splits(uint first_row, uint num_splits, uint head, uint lse_index, uint block, uint blocks) {
   const uint t = gl_LocalInvocationID.x;
   const uint first = first_row * STRIDE;
-
-  float m_local = KVC_NEG_INF;
-  for (uint s = t; s < num_splits; s += WG) m_local = max(m_local, partials[first + s * STRIDE]);
-  const float m_all = workgroup_reduce(m_local, true);
-  float l_local = 0.0;
-  for (uint s = t; s < num_splits; s += WG)
-    l_local += partials[first + s * STRIDE + 1] * exp(partials[first + s * STRIDE] - m_all);
-  const float l_all = workgroup_reduce(l_local, false);
+  vec2 statistics[STATISTICS_HEADS];
+  split_statistics(first_row, num_splits, 1u, statistics);
+  const float m_all = statistics[0].x, l_all = statistics[0].y;
 
   // This workgroup's chunks, each summed by split_lanes threads over different splits.
   const uint block_chunks = CHUNKS / blocks, split_lanes = WG / block_chunks;

@@ -3,9 +3,10 @@
 // run the eviction inside the attention's own dispatches: on Vulkan STREAMING's single
 // eviction shares the dispatch that merges flash-decoding's splits (neither reads what the
 // other writes), which leaves its decode step as many dispatches and barriers as FULL's, where
-// the step is latency-bound (docs/benchmarks.md). Other steps run the two ops in turn: the
-// rules that read the step's scores need the merge's log-sum-exps first, and made in the
-// merge's dispatch by the last of each kv head's workgroups they measured no faster.
+// the step is latency-bound (docs/benchmarks.md); past 4096 slots H2O's and TreeKV's step
+// scores the slots in the merge's dispatch (each block of slots forms the log-sum-exps it needs
+// from the splits) and evicts in one more, a thread a slot, where eviction_step's one
+// workgroup per kv head would walk them all. Other steps run the two ops in turn.
 #pragma once
 
 #include "backend/backend.h"

@@ -1,5 +1,5 @@
-// Vulkan decode with eviction: attention_decode's splits, then one dispatch that merges them
-// and evicts (record_eviction with a merge) for STREAMING's single eviction; else attention,
+// Vulkan decode with eviction: attention_decode's splits, then the merge's dispatch, which also
+// evicts or scores (record_eviction with a merge) where eviction_merges says; else attention,
 // then the eviction step.
 #include "ops/decode_evict.h"
 #include "ops/decode_split_vulkan.h"
@@ -9,7 +9,7 @@ namespace kvc::ops {
 
 void decode_evict_vulkan(Backend& backend, const AttentionShape& attention, const EvictionShape& eviction,
                          const DecodeEvictArgs& args) {
-  if (!eviction_merges(eviction)) {
+  if (!eviction_merges(eviction, args.eviction)) {
     attention_vulkan(backend, attention, args.attention);
     eviction_step_vulkan(backend, eviction, args.eviction);
     return;

@@ -1,8 +1,12 @@
 // Vulkan eviction step: one dispatch per layer, one workgroup per kv head (shaders/eviction_step.comp),
-// which also forms the scores from decode logits (no decode_scores dispatch before it); a
-// STREAMING decode step's single eviction takes shaders/evict_oldest.comp, a thread a slot,
-// which may also be decode attention's merge (record_eviction's `merge`).
+// which also forms the scores from decode logits (no decode_scores dispatch before it). A decode
+// step's single eviction takes shaders/evict_one.comp, a thread a slot: STREAMING's, which may
+// also be decode attention's merge, and with the merge (record_eviction's `merge`) the scored
+// rules', whose scores and candidates shaders/decode_merge_scores.comp makes in the merge's
+// dispatch.
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "ops/decode_split_vulkan.h"
 #include "ops/eviction_step_vulkan.h"
@@ -16,7 +20,7 @@ namespace {
 // synchronisation): about kSlotsPerThread slots each keeps every pass a few loads deep on a
 // large cache and a small cache cheap; a power of two the device allows.
 constexpr uint32_t kMinWorkgroup = 64, kMaxWorkgroup = 1024, kSlotsPerThread = 4;
-constexpr uint32_t kOldestWorkgroup = 256;  // evict_oldest: a thread a slot
+constexpr uint32_t kOneEvictionWorkgroup = 256;  // evict_one: a thread a slot
 
 uint32_t workgroup_size(const vk::Device& device, uint32_t slots) {
   const VkPhysicalDeviceLimits& limits = device.properties().limits;
@@ -30,32 +34,99 @@ struct EvictionPush {
   uint32_t slots_held, slot_stride, new_slots, num_queries, sinks, recent_window, evictions, tree_span, tree_first,
       num_kv_heads, group_size;
 };
-struct OldestPush {
-  uint32_t slots_held, slot_stride, sinks, num_splits, merge_groups, merge_blocks;
+struct OneEvictionPush {
+  uint32_t slots_held, slot_stride, sinks, num_splits, merge_groups, merge_blocks, tree_span, tree_first, entries, score_blocks;
 };
+struct MergeScoresPush {
+  uint32_t slots_held, slot_stride, new_slots, sinks, recent_window, evictions, tree_span, tree_first, group_size,
+      num_splits, merge_groups, merge_blocks, entries;
+};
+
+// decode_merge_scores: slots a thread scores (SLOTS_PER_THREAD), and the largest query-head
+// group whose log-sum-exps it forms together (merge_splits.glsl's STATISTICS_HEADS).
+constexpr uint32_t kScoredSlotsPerThread = 4, kScoredMaxGroup = 8;
+
+bool scored_rule(EvictionRule rule) {
+  return rule == EvictionRule::Accumulated || rule == EvictionRule::Tree || rule == EvictionRule::TreeLeft;
+}
+
+// Where decode_merge_scores leaves its candidates (shaders/include/evicted_candidates.glsl).
+struct Candidates {
+  View entries_view;
+  uint32_t entries = 0;       // per kv head
+  uint32_t score_blocks = 0;  // slot blocks per kv head
+};
+
+// A scored decode step's merge and scores (decode_merge_scores), one dispatch.
+Candidates record_merge_scores(Backend& backend, const EvictionShape& shape, const EvictionArgs& args, const MergeBindings& merge) {
+  const uint32_t workgroup = kMergeWorkgroup;  // the merge's, so its statistics are the merge's bit for bit
+  const uint32_t group = shape.num_q_heads / shape.num_kv_heads, merge_blocks = merge_dim_blocks(shape.head_dim);
+  const uint32_t merge_groups = group * merge_blocks;
+  const uint32_t score_blocks = group_count(shape.slots_held, workgroup * kScoredSlotsPerThread);
+  const uint32_t entries = std::max(score_blocks, 2u);
+  Tensor& candidates = backend.scratch(ScratchId::EvictionCandidates, size_t(shape.num_kv_heads) * entries * 3 * 4);
+  const MergeScoresPush push{shape.slots_held, shape.slot_stride, shape.new_slots, shape.sinks,   shape.recent_window,
+                             shape.evictions,  shape.tree_span,   shape.tree_first, group,        merge.num_splits,
+                             merge_groups,     merge_blocks,      entries};
+  backend.recorder().dispatch(
+      {"decode_merge_scores", 8, sizeof(push),
+       {workgroup, shape.head_dim, shape.dtype == Dtype::F16, uint32_t(shape.rule), kScoredSlotsPerThread}},
+      {slice(args.positions), slice(args.logits), slice(args.score_sums), slice_or(args.score_counts, args.positions),
+       slice(merge.partials), slice(merge.out), slice(merge.lse), slice(view(candidates))},
+      &push, merge_groups + score_blocks, shape.num_kv_heads);
+  return {view(candidates), entries, score_blocks};
+}
+
+// One eviction, a thread a slot (evict_one): STREAMING's, with `merge` in the merge's dispatch,
+// or a scored rule's from `candidates`.
+void record_one_eviction(Backend& backend, const EvictionShape& shape, const EvictionArgs& args, const MergeBindings* merge,
+                         const Candidates* candidates) {
+  const uint32_t workgroup = merge ? kMergeWorkgroup : kOneEvictionWorkgroup;  // a merge's workgroup is the merge's size
+  const uint32_t merge_blocks = merge_dim_blocks(shape.head_dim);
+  // Per kv head (the grid's y): its query heads' merge workgroups, then its slot blocks.
+  const uint32_t merge_groups = merge ? shape.num_q_heads / shape.num_kv_heads * merge_blocks : 0;
+  const uint32_t groups_x = group_count(uint64_t(merge_groups) * workgroup + shape.slots_held, workgroup);
+  // Operands a rule never touches are absent; the positions buffer stands in for them.
+  const vk::BufferSlice stand_in = slice(args.positions);
+  const OneEvictionPush push{shape.slots_held, shape.slot_stride, shape.sinks, merge ? merge->num_splits : 0u, merge_groups,
+                             merge_blocks, shape.tree_span, shape.tree_first, candidates ? candidates->entries : 0u,
+                             candidates ? candidates->score_blocks : 0u};
+  backend.recorder().dispatch(
+      {"evict_one", 9, sizeof(push), {workgroup, shape.head_dim, shape.dtype == Dtype::F16, merge != nullptr, uint32_t(shape.rule)}},
+      {slice(args.k), slice(args.v), slice(args.positions), merge ? slice(merge->partials) : stand_in,
+       merge ? slice(merge->out) : stand_in, merge ? slice(merge->lse) : stand_in, slice_or(args.score_sums, args.positions),
+       slice_or(args.score_counts, args.positions), candidates ? slice(candidates->entries_view) : stand_in},
+      &push, groups_x, shape.num_kv_heads);
+}
 
 }  // namespace
 
-bool eviction_merges(const EvictionShape& shape) { return shape.rule == EvictionRule::Oldest && shape.evictions == 1; }
+bool eviction_merges(const EvictionShape& shape, const EvictionArgs& args) {
+  if (shape.rule == EvictionRule::Oldest) return shape.evictions == 1;
+  if (!scored_rule(shape.rule) || shape.evictions > 1 || shape.num_queries != 1 || !args.logits ||
+      shape.num_q_heads / shape.num_kv_heads > kScoredMaxGroup)
+    return false;
+  // KVC_SCORED_EVICTION=blocks or =workgroup picks the route wherever both can take the step
+  // (read per call, so that the tests run both at any size); by default, up to
+  // kMaxWorkgroup * kSlotsPerThread slots eviction_step's one workgroup per kv head makes the
+  // step in a single round of loads, and its own dispatch costs less than choosing from the
+  // blocks' candidates (H100: H2O 762 against 834 us, 32 layers at c = 1024); past that its walk
+  // grows with the slots (docs/benchmarks.md).
+  const char* route = std::getenv("KVC_SCORED_EVICTION");
+  if (route && std::strcmp(route, "blocks") == 0) return true;
+  if (route && std::strcmp(route, "workgroup") == 0) return false;
+  return shape.slots_held > kMaxWorkgroup * kSlotsPerThread;
+}
 
 void record_eviction(Backend& backend, const EvictionShape& shape, const EvictionArgs& args, const MergeBindings* merge) {
-  require(!merge || eviction_merges(shape), KVC_ERROR_INTERNAL, "an eviction step that cannot merge given a merge");
-  vk::Recorder& recorder = backend.recorder();
-  const bool f16 = shape.dtype == Dtype::F16;
-  if (eviction_merges(shape)) {  // a STREAMING decode step: no pass waits on another
-    const uint32_t workgroup = merge ? kMergeWorkgroup : kOldestWorkgroup;  // a merge's workgroup is the merge's size
-    const uint32_t merge_blocks = merge_dim_blocks(shape.head_dim);
-    // Per kv head (the grid's y): its query heads' merge workgroups, then its slot blocks.
-    const uint32_t merge_groups = merge ? shape.num_q_heads / shape.num_kv_heads * merge_blocks : 0;
-    const uint32_t groups_x = group_count(uint64_t(merge_groups) * workgroup + shape.slots_held, workgroup);
-    // Without a merge its bindings are absent; the positions buffer stands in for them.
-    const vk::BufferSlice partials = merge ? slice(merge->partials) : slice(args.positions);
-    const vk::BufferSlice out = merge ? slice(merge->out) : slice(args.positions);
-    const vk::BufferSlice lse = merge ? slice(merge->lse) : slice(args.positions);
-    const OldestPush push{shape.slots_held, shape.slot_stride, shape.sinks, merge ? merge->num_splits : 0u, merge_groups, merge_blocks};
-    recorder.dispatch({"evict_oldest", 6, sizeof(push), {workgroup, shape.head_dim, f16, merge != nullptr}},
-                      {slice(args.k), slice(args.v), slice(args.positions), partials, out, lse}, &push, groups_x,
-                      shape.num_kv_heads);
+  require(!merge || eviction_merges(shape, args), KVC_ERROR_INTERNAL, "an eviction step that cannot merge given a merge");
+  if (merge && shape.rule != EvictionRule::Oldest) {
+    const Candidates candidates = record_merge_scores(backend, shape, args, *merge);
+    if (shape.evictions == 1) record_one_eviction(backend, shape, args, nullptr, &candidates);
+    return;
+  }
+  if (shape.rule == EvictionRule::Oldest && shape.evictions == 1) {  // a STREAMING decode step: no pass waits on another
+    record_one_eviction(backend, shape, args, merge, nullptr);
     return;
   }
   const bool from_logits = args.logits.tensor != nullptr;
@@ -64,9 +135,9 @@ void record_eviction(Backend& backend, const EvictionShape& shape, const Evictio
                           shape.tree_first,    shape.num_kv_heads,
                           from_logits ? shape.num_q_heads / shape.num_kv_heads : 1u};
   // Operands a rule never touches are absent; the positions buffer stands in for them.
-  recorder.dispatch(
+  backend.recorder().dispatch(
       {"eviction_step", 7, sizeof(EvictionPush),
-       {workgroup_size(backend.device(), shape.slots_held), shape.head_dim, f16, uint32_t(shape.rule), from_logits}},
+       {workgroup_size(backend.device(), shape.slots_held), shape.head_dim, shape.dtype == Dtype::F16, uint32_t(shape.rule), from_logits}},
       {slice(args.k), slice(args.v), slice(args.positions), slice_or(from_logits ? args.logits : args.scores, args.positions),
        slice_or(args.score_sums, args.positions), slice_or(args.score_counts, args.positions), slice_or(args.lse, args.positions)},
       &push, shape.num_kv_heads);

@@ -1,5 +1,5 @@
-// The eviction kernels' dispatch, shared by eviction_step_vulkan and decode_evict_vulkan, whose
-// eviction dispatch is also decode attention's merge. Vulkan implementations only.
+// The eviction kernels' dispatches, shared by eviction_step_vulkan and decode_evict_vulkan, whose
+// eviction may share decode attention's merge dispatch. Vulkan implementations only.
 #pragma once
 
 #include <cstdint>
@@ -16,13 +16,15 @@ struct MergeBindings {
   View lse;       // f32 [num_q_heads]
 };
 
-// Whether the eviction kernels make this step in a merge's dispatch: STREAMING's single
-// eviction (evict_oldest, beside the merge's workgroups). The rules that read the step's
-// scores need the merge's log-sum-exps first; made by the last of a kv head's merging
-// workgroups they measured no faster (docs/benchmarks.md), so they keep a dispatch of their own.
-bool eviction_merges(const EvictionShape& shape);
+// Whether the eviction kernels make this step with a merge's dispatch: a decode step's single
+// eviction under STREAMING's rule (evict_one beside the merge's workgroups), and a decode step
+// (scoring, evicting one or none) under the rules that read the step's scores given as logits,
+// for groups of up to 8 query heads over more than 4096 slots (decode_merge_scores: the merge's
+// dispatch also updates the scores and leaves candidates for the victim; then evict_one, a
+// thread a slot). Any other step takes eviction_step, one workgroup per kv head.
+bool eviction_merges(const EvictionShape& shape, const EvictionArgs& args);
 
-// Records the step's dispatch; with `merge`, one that also merges (eviction_merges must hold).
+// Records the step's dispatches; with `merge`, the merge's among them (eviction_merges must hold).
 void record_eviction(Backend& backend, const EvictionShape& shape, const EvictionArgs& args, const MergeBindings* merge);
 
 }  // namespace kvc::ops

@@ -1,10 +1,16 @@
-// decode_evict on Vulkan for STREAMING's single eviction, which shares the merge's dispatch
-// (evict_oldest beside the merge's workgroups), against the same step as two ops on Vulkan
-// (attention, then eviction_step) bit for bit (outputs, kept tokens, ranks), and against the
-// CPU reference (decode_evict_cpu) step by step: its choices read no score, so both backends
-// keep the same tokens. The shapes keep the decode at 16 splits or fewer, where both merges
-// add the same terms in the same order. The other rules take the two ops on every backend;
-// the eviction policies' API test runs them through the cache's decode step.
+// decode_evict on Vulkan, where the eviction shares the dispatch that merges the decode's
+// splits: STREAMING's single eviction (evict_one beside the merge's workgroups) and the scored
+// rules' step from the decode's logits (decode_merge_scores: the merge's dispatch scores the
+// slots in blocks over many workgroups, then evict_one chooses from the blocks' candidates and
+// evicts), each against the same step as two ops on Vulkan (attention, then eviction_step) bit
+// for bit (outputs, kept tokens, ranks, S and C), and against the CPU reference
+// (decode_evict_cpu): STREAMING's choices read no score, so both backends keep the same tokens
+// at every step; the scored rules' choices may part at a near tie of S (f32 sums of exp, whose
+// rounding the backends need not share), so their outputs are compared while no eviction has
+// happened (scoring only) and at the first, whose attention precedes it. eviction_step's own
+// test compares its choices with the CPU's on scores made free of near ties. The blocks' route
+// is taken by default past 4096 slots; KVC_SCORED_EVICTION=blocks asks for it on the smaller
+// shapes here (and "workgroup" for the two ops' eviction_step at any size).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -18,21 +24,27 @@
 namespace kvc {
 namespace {
 
-// `steps` decode steps of random queries into a cache of `capacity` (5 sinks, a window of 19,
-// 3 kv heads of `group` query heads, head_dim 24), `batch` steps per submission.
-void compare_streaming_decode(Backend& gpu, Dtype dtype, uint32_t group, uint32_t capacity, uint32_t steps,
-                              uint32_t batch) {
+// `steps` decode steps of random queries into a cache of `capacity` under `rule` (5 sinks, a
+// window of 19, 3 kv heads of `group` query heads, head_dim 24), `batch` steps per submission.
+void compare_decode(Backend& gpu, ops::EvictionRule rule, Dtype dtype, uint32_t group, uint32_t capacity, uint32_t steps,
+                    uint32_t batch) {
   const uint32_t kv_heads = 3, dim = 24, q_heads = kv_heads * group;
-  ops::EvictionShape shape = test::eviction_stream_shape(ops::EvictionRule::Oldest, capacity, 5, 19, kv_heads, dim, dtype);
+  ops::EvictionShape shape = test::eviction_stream_shape(rule, capacity, 5, 19, kv_heads, dim, dtype);
   shape.num_q_heads = q_heads;
   test::EvictionStream fused(gpu, shape, capacity), two_ops(gpu, shape, capacity), reference(test::cpu_backend(), shape, capacity);
+  const bool scored = rule != ops::EvictionRule::Oldest;
   const size_t row_bytes = size_t(q_heads) * dim * dtype_size(dtype);
   const size_t stride = (row_bytes + 255) / 256 * 256;  // each step's q and out at an aligned offset
-  INFO(std::string(dtype_name(dtype)), " group ", group, " capacity ", capacity);
+  INFO(std::string(dtype_name(dtype)), " rule ", uint32_t(rule), " group ", group, " capacity ", capacity);
   for (uint32_t done = 0; done < steps; done += batch) {
     std::vector<unsigned char> queries(stride * batch);
     for (uint32_t step = 0; step < batch; ++step) {
       std::vector<float> q = test::random_floats(size_t(q_heads) * dim, -3.0f, 3.0f);
+      // The scored rules' queries leave out the keys' token indices (elements 0 and 1 of a
+      // row, support/eviction_stream.cpp), so that probabilities neither all sit on the
+      // newest token nor underflow to zero: S stays a score that orders tokens.
+      if (scored)
+        for (uint32_t head = 0; head < q_heads; ++head) q[size_t(head) * dim] = q[size_t(head) * dim + 1] = 0.0f;
       const std::vector<unsigned char> bytes = test::encode(q, dtype);
       std::copy(bytes.begin(), bytes.end(), queries.begin() + step * stride);
     }
@@ -50,8 +62,9 @@ void compare_streaming_decode(Backend& gpu, Dtype dtype, uint32_t group, uint32_
     const auto kept = fused.kept_tokens();
     REQUIRE(kept == two_ops.kept_tokens());
     REQUIRE(fused.state_bytes() == two_ops.state_bytes());
-    REQUIRE(kept == reference.kept_tokens());
+    if (!scored) REQUIRE(kept == reference.kept_tokens());
     for (uint32_t step = 0; step < batch; ++step) {
+      if (scored && done + step > capacity) break;  // step capacity + 1 (0-based: capacity) is the first eviction
       std::vector<unsigned char> gpu_row(outputs[0].begin() + step * stride, outputs[0].begin() + step * stride + row_bytes);
       std::vector<unsigned char> cpu_row(outputs[2].begin() + step * stride, outputs[2].begin() + step * stride + row_bytes);
       const std::vector<float> gpu_out = test::decode(gpu_row, dtype), cpu_out = test::decode(cpu_row, dtype);
@@ -70,9 +83,25 @@ TEST_CASE("decode_evict on Vulkan: STREAMING's eviction in the merge's dispatch 
   Backend* gpu = test::vulkan_backend();
   REQUIRE(gpu != nullptr);
   for (Dtype dtype : {Dtype::F32, Dtype::F16})
-    for (uint32_t group : {1u, 4u}) compare_streaming_decode(*gpu, dtype, group, 53, 240, 60);
+    for (uint32_t group : {1u, 4u}) compare_decode(*gpu, ops::EvictionRule::Oldest, dtype, group, 53, 240, 60);
   // Five workgroups of slots per kv head beside the merge's, a group of 7.
-  compare_streaming_decode(*gpu, Dtype::F16, 7, 600, 680, 170);
+  compare_decode(*gpu, ops::EvictionRule::Oldest, Dtype::F16, 7, 600, 680, 170);
+  CHECK(test::validation_messages() == 0);
+}
+
+TEST_CASE("decode_evict on Vulkan: H2O's and TreeKV's step in the merge's dispatch equals attention, then eviction_step") {
+  Backend* gpu = test::vulkan_backend();
+  REQUIRE(gpu != nullptr);
+  // The route a cache this small takes by default is eviction_step's: these shapes ask for the blocks'.
+  const test::EnvironmentSetting route("KVC_SCORED_EVICTION", "blocks");
+  for (ops::EvictionRule rule : {ops::EvictionRule::Accumulated, ops::EvictionRule::Tree, ops::EvictionRule::TreeLeft}) {
+    // One slot block per kv head: scoring alone for 53 steps, then an eviction a step.
+    compare_decode(*gpu, rule, Dtype::F32, 1, 53, 120, 40);
+    compare_decode(*gpu, rule, Dtype::F16, 4, 53, 120, 40);
+    // Three slot blocks of 512 per kv head, the last partial, and five workgroups of evict_one:
+    // each chooses from every block's candidates.
+    compare_decode(*gpu, rule, Dtype::F16, 7, 1100, 1140, 380);
+  }
   CHECK(test::validation_messages() == 0);
 }
 

@@ -48,6 +48,10 @@ EvictionStream::EvictionStream(Backend& backend_in, const ops::EvictionShape& se
   positions = make_poisoned(backend, slots * 4);
   sums = make_poisoned(backend, slots * 4);
   counts = make_poisoned(backend, slots * 4);
+  if (ops::rule_keeps_sums(shape.rule) && shape.num_q_heads > 0) {
+    logits = make_poisoned(backend, size_t(shape.num_q_heads) * shape.slot_stride * 4);
+    lse = make_poisoned(backend, size_t(shape.num_q_heads) * 4);
+  }
 }
 
 void EvictionStream::record_tokens(View scores, uint32_t count) { record_step(count, scores, View{}, View{}); }
@@ -91,13 +95,17 @@ void EvictionStream::record_step(uint32_t count, View scores, View logits_in, Vi
 }
 
 void EvictionStream::record_token_decode(View q, View out, bool fused) {
-  REQUIRE(shape.rule == ops::EvictionRule::Oldest);
   append_tokens(1);
   const ops::EvictionShape step = next_step(1);
   const ops::AttentionShape attention{shape.num_q_heads, shape.num_kv_heads, shape.head_dim, 1, step.slots_held,
                                       shape.slot_stride, shape.dtype};
-  const ops::AttentionArgs attend{q, view(*k), view(*v), view(*positions), View{}, out};
-  const ops::EvictionArgs evict{view(*k), view(*v), view(*positions)};
+  View step_logits, step_lse;
+  if (ops::rule_keeps_sums(shape.rule)) {
+    REQUIRE(logits != nullptr);  // settings.num_q_heads was set
+    step_logits = view(*logits), step_lse = view(*lse);
+  }
+  const ops::AttentionArgs attend{q, view(*k), view(*v), view(*positions), View{}, out, View{}, step_logits, step_lse};
+  const ops::EvictionArgs evict{view(*k), view(*v), view(*positions), View{}, step_logits, step_lse, view(*sums), view(*counts)};
   if (fused) {
     ops::decode_evict(backend, attention, step, {attend, evict});
   } else {

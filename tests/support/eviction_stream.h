@@ -24,9 +24,10 @@ struct EvictionStream {
   // Records appending the next token and one step fed a decode query's logits (f32
   // [num_q_heads][slots held after the append]) and log-sum-exps (f32 [num_q_heads]).
   void record_token_logits(View logits, View lse);
-  // STREAMING only: records appending the next token and a decode step over the slots held
-  // with `q` ([num_q_heads][head_dim], the stream's dtype; settings.num_q_heads set) into
-  // `out`: ops::decode_evict where `fused`, else ops::attention, then ops::eviction_step.
+  // Records appending the next token and a decode step over the slots held with `q`
+  // ([num_q_heads][head_dim], the stream's dtype; settings.num_q_heads set) into `out`:
+  // ops::decode_evict where `fused`, else ops::attention, then ops::eviction_step; the rules
+  // that read scores take the decode's logits and log-sum-exps (as the eviction policies do).
   void record_token_decode(View q, View out, bool fused);
   // Kept token indices per kv head, by rank; checks that every V row matches its K row.
   std::vector<std::vector<uint32_t>> kept_tokens();
@@ -38,6 +39,7 @@ struct EvictionStream {
   uint32_t capacity;
   uint32_t tokens = 0;
   std::unique_ptr<Tensor> k, v, positions, sums, counts;
+  std::unique_ptr<Tensor> logits, lse;  // record_token_decode's, for the rules that read scores (with num_q_heads)
 
  private:
   void append_tokens(uint32_t count);
