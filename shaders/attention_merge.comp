@@ -5,8 +5,6 @@
 // attention_scores).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
-#extension GL_KHR_shader_subgroup_basic : require
-#extension GL_KHR_shader_subgroup_arithmetic : require
 
 layout(local_size_x_id = 0) in;  // a power of two
 layout(constant_id = 1) const uint HEAD_DIM = 128;

@@ -9,11 +9,8 @@
 // same order) and leaves its candidates for the victim: its lowest (score, rank, slot), or the
 // tree scope's entries it holds. evict_one.comp then chooses the victim from them and evicts,
 // a slot a thread. Neither the merge nor the scoring reads what the other writes.
-//
-// eviction_step.comp's one workgroup per kv head walks every slot between barriers; the victim
-// chosen here by the last of a kv head's blocks to finish (a counter of arrivals) measured
-// slower than that dispatch (docs/benchmarks.md): each dispatch boundary costs less than one
-// workgroup's chain of dependent loads.
+// (A design that also evicted in this dispatch, the last of a kv head's blocks to finish
+// choosing and evicting, measured slower than the dispatch that follows: docs/benchmarks.md.)
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -55,6 +52,7 @@ layout(push_constant) uniform Push {
 
 const uint WG = gl_WorkGroupSize.x;
 #define KVC_MERGE_OUT_WORDS out_words
+#define KVC_STATISTICS_HEADS 8  // ops' kScoredMaxGroup
 #include "merge_splits.glsl"
 #include "eviction_choice.glsl"
 #include "evicted_candidates.glsl"
@@ -87,7 +85,7 @@ void score(uint block, uint kv_head) {
   [[unroll]] for (uint g = 0; g < STATISTICS_HEADS; ++g) {
     if (g < push.group_size) {
       const uint row = (kv_head * push.group_size + g) * held;
-      const float head_lse = statistics[g].x + log(statistics[g].y);  // as the merge writes it
+      precise const float head_lse = statistics[g].x + log(statistics[g].y);  // as the merge writes it
       [[unroll]] for (uint i = 0; i < SLOTS_PER_THREAD; ++i)
         step[i] += exp(logits[row + min(block_first + t + i * WG, held - 1u)] - head_lse);
     }

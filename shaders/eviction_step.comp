@@ -8,8 +8,9 @@
 // victim's physical slot is found with the victim (the lowest-score reduction carries it, the
 // score pass records the tree scope's), so lowering the ranks and moving the last slot's token
 // share one pass; only STREAMING's chunks of several tokens (a single eviction takes
-// evict_one.comp) and a later eviction of a chunk's TreeLeft still look the slot up first. A
-// decode step's single eviction under any rule may take evict_one.comp (ops/decode_evict.h).
+// evict_one.comp) and a later eviction of a chunk's TreeLeft still look the slot up first.
+// H2O's and TreeKV's decode step past 4096 slots takes decode_merge_scores.comp and
+// evict_one.comp instead (ops/decode_evict.h).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require

@@ -251,7 +251,11 @@ typedef struct kvc_cache_desc {
  * appends one token (c + 1 slots), attends, updates the scores and evicts one token on the
  * device. Kept tokens carry their in-cache rank as position (RoPE), as StreamingLLM and TreeKV
  * re-assign positions after eviction; an evicted token's slot takes the newest token, so
- * kvc_cache_read returns slots in no particular order, each with its rank as position. */
+ * kvc_cache_read returns slots in no particular order, each with its rank as position.
+ * On Vulkan an H2O or TREEKV decode step past 4096 slots (up to 8 query heads per kv head)
+ * scores its slots in blocks over many workgroups and evicts a slot a thread, with the same
+ * results; the environment variable KVC_SCORED_EVICTION=blocks or =workgroup picks that route
+ * or the single workgroup per kv head at any size (a test's and a benchmark's switch). */
 typedef struct kvc_eviction_params {
     uint32_t struct_size;
     uint32_t sinks;         /* first tokens never evicted; default 4 */

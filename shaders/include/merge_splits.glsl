@@ -4,38 +4,53 @@
 // microseconds) and over the dims: each workgroup takes one block of a head's dims
 // (merge_dim_blocks in ops/decode_split_vulkan.h; the merges give it the grid's z), finding the
 // head's statistics itself, so a step's merge is not left to one workgroup per query head.
-// The includer enables GL_EXT_control_flow_attributes and GL_KHR_shader_subgroup_basic and
-// _arithmetic, declares partials[] ([row][m, l, acc...]) and lse[], the constants HEAD_DIM,
-// OUT_F16 and WG (its workgroup size), and names the output's uint words KVC_MERGE_OUT_WORDS;
-// evict_one and decode_merge_scores include it to merge in the eviction's dispatch
-// (ops/decode_evict.h), decode_merge_scores also to form the log-sum-exps its scores need, bit
-// for bit as the merge writes them (split_statistics).
+// The includer enables GL_EXT_control_flow_attributes, declares partials[] ([row][m, l, acc...])
+// and lse[], the constants HEAD_DIM, OUT_F16 and WG (its workgroup size, a power of two), and
+// names the output's uint words KVC_MERGE_OUT_WORDS; evict_one and decode_merge_scores include
+// it to merge in the eviction's dispatch (ops/decode_evict.h), decode_merge_scores also to form
+// the log-sum-exps its scores need, bit for bit as the merge writes them (split_statistics).
 #include "elements.glsl"
 
 const uint CHUNKS = HEAD_DIM / 4;  // of 4 dims; the dim blocks divide them
 const uint STRIDE = HEAD_DIM + 2;
 
-// The statistics of up to STATISTICS_HEADS query heads are found together (evict_scored
-// needs a kv head's group of them; a merge, one).
-const uint STATISTICS_HEADS = 8;
-shared float fold_s[STATISTICS_HEADS * WG];  // per head, a subgroup's result each (a subgroup may have one lane)
+// The statistics of up to STATISTICS_HEADS query heads are found together: decode_merge_scores
+// defines KVC_STATISTICS_HEADS as a kv head's largest group, a merge needs one.
+#ifndef KVC_STATISTICS_HEADS
+#define KVC_STATISTICS_HEADS 1
+#endif
+const uint STATISTICS_HEADS = KVC_STATISTICS_HEADS;
+const uint FOLD_WIDTH = 8;  // values one thread folds at the first level
+const uint FOLD_PARTS = WG >= FOLD_WIDTH ? WG / FOLD_WIDTH : 1u;
+shared float fold_s[STATISTICS_HEADS * WG];
 shared vec4 acc_s[WG];
 
-// Per head h < heads, the max (or sum) over the workgroup of every thread's values[h], in
-// every thread: subgroups, one barrier, then each thread folds the subgroups' results in
-// subgroup order (one order, so every workgroup that folds the same values gets the same bits).
+// Per head h < heads, the max (or sum) over the workgroup of every thread's values[h], in every
+// thread, in one order whatever the device's subgroups (a pipeline's subgroup size may differ
+// from another's on some devices, and the merges of every pipeline must give the same bits):
+// threads' values to shared memory, then one thread per FOLD_WIDTH of them, then every thread
+// over those parts, in order. Four barriers, where the tree over the workgroup this replaces took
+// nine at 128 threads.
 void fold_heads(inout float values[STATISTICS_HEADS], uint heads, bool take_max) {
-  [[unroll]] for (uint h = 0; h < STATISTICS_HEADS; ++h) {
-    if (h < heads) {
-      const float folded = take_max ? subgroupMax(values[h]) : subgroupAdd(values[h]);
-      if (subgroupElect()) fold_s[h * WG + gl_SubgroupID] = folded;
-    }
+  const uint t = gl_LocalInvocationID.x;
+  [[unroll]] for (uint h = 0; h < STATISTICS_HEADS; ++h)
+    if (h < heads) fold_s[h * WG + t] = values[h];
+  barrier();
+  const uint head = t / FOLD_PARTS, part = t % FOLD_PARTS, width = min(FOLD_WIDTH, WG);
+  const bool folds_part = head < heads;  // heads * FOLD_PARTS <= WG: STATISTICS_HEADS <= FOLD_WIDTH
+  float folded = 0.0;
+  if (folds_part) {
+    const uint first = head * WG + part * width;
+    folded = fold_s[first];
+    for (uint i = 1; i < width; ++i) folded = take_max ? max(folded, fold_s[first + i]) : folded + fold_s[first + i];
   }
+  barrier();  // every part is read before the parts overwrite their heads' first entries
+  if (folds_part) fold_s[head * WG + part] = folded;
   barrier();
   [[unroll]] for (uint h = 0; h < STATISTICS_HEADS; ++h) {
     if (h < heads) {
       float result = fold_s[h * WG];
-      for (uint i = 1; i < gl_NumSubgroups; ++i) result = take_max ? max(result, fold_s[h * WG + i]) : result + fold_s[h * WG + i];
+      for (uint p = 1; p < FOLD_PARTS; ++p) result = take_max ? max(result, fold_s[h * WG + p]) : result + fold_s[h * WG + p];
       values[h] = result;
     }
   }
@@ -116,5 +131,7 @@ void merge_splits(uint first_row, uint num_splits, uint head, uint lse_index, ui
       KVC_MERGE_OUT_WORDS[e + 3] = floatBitsToUint(o.w);
     }
   }
-  if (t == 0 && block == 0) lse[lse_index] = m_all + log(l_all);
+  // precise: decode_merge_scores forms the same log-sum-exp, and a fused form could differ.
+  precise const float head_lse = m_all + log(l_all);
+  if (t == 0 && block == 0) lse[lse_index] = head_lse;
 }

@@ -19,7 +19,7 @@ constexpr uint32_t kDecodeGroupBlock = 8;  // query heads sharing one read of K/
 // Workgroups per decode dispatch: 512 (4 per SM of an H100) ran L = 32K at 80% of the copy
 // bandwidth where 1024 and more ran at 67-70% (docs/benchmarks.md).
 constexpr uint32_t kDecodeTargetGroups = 512;
-constexpr uint32_t kMergeWorkgroup = 128;  // a power of two (the merge's tree reduction)
+constexpr uint32_t kMergeWorkgroup = 128;  // a power of two (the merge's fold, merge_splits.glsl)
 
 // Workgroups per query head in a merge (shaders/include/merge_splits.glsl), each taking an
 // equal share of the head's chunks of 4 dims (head_dim / 4 of them, even): 4 where they divide,

@@ -9,8 +9,8 @@
 // rounding the backends need not share), so their outputs are compared while no eviction has
 // happened (scoring only) and at the first, whose attention precedes it. eviction_step's own
 // test compares its choices with the CPU's on scores made free of near ties. The blocks' route
-// is taken by default past 4096 slots; KVC_SCORED_EVICTION=blocks asks for it on the smaller
-// shapes here (and "workgroup" for the two ops' eviction_step at any size).
+// is taken by default past 4096 slots; KVC_SCORED_EVICTION=blocks asks decode_evict for it on
+// the smaller shapes here.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -24,18 +24,27 @@
 namespace kvc {
 namespace {
 
-// `steps` decode steps of random queries into a cache of `capacity` under `rule` (5 sinks, a
-// window of 19, 3 kv heads of `group` query heads, head_dim 24), `batch` steps per submission.
+// What a stream varies besides its rule, dtype, group and capacity.
+struct StreamLayout {
+  uint32_t head_dim = 24;
+  uint32_t window = 19;     // the recent window (the scored rules)
+  uint32_t tree_first = 0;  // the tree rules' first scope: ranks sinks + tree_first and the next
+};
+
+// `steps` decode steps of random queries into a cache of `capacity` under `rule` (5 sinks, 3 kv
+// heads of `group` query heads), `batch` steps per submission.
 void compare_decode(Backend& gpu, ops::EvictionRule rule, Dtype dtype, uint32_t group, uint32_t capacity, uint32_t steps,
-                    uint32_t batch) {
-  const uint32_t kv_heads = 3, dim = 24, q_heads = kv_heads * group;
-  ops::EvictionShape shape = test::eviction_stream_shape(rule, capacity, 5, 19, kv_heads, dim, dtype);
+                    uint32_t batch, const StreamLayout& layout = {}) {
+  const uint32_t kv_heads = 3, dim = layout.head_dim, q_heads = kv_heads * group;
+  ops::EvictionShape shape = test::eviction_stream_shape(rule, capacity, 5, layout.window, kv_heads, dim, dtype);
   shape.num_q_heads = q_heads;
+  shape.tree_first = layout.tree_first;
   test::EvictionStream fused(gpu, shape, capacity), two_ops(gpu, shape, capacity), reference(test::cpu_backend(), shape, capacity);
   const bool scored = rule != ops::EvictionRule::Oldest;
   const size_t row_bytes = size_t(q_heads) * dim * dtype_size(dtype);
   const size_t stride = (row_bytes + 255) / 256 * 256;  // each step's q and out at an aligned offset
-  INFO(std::string(dtype_name(dtype)), " rule ", uint32_t(rule), " group ", group, " capacity ", capacity);
+  INFO(std::string(dtype_name(dtype)), " rule ", uint32_t(rule), " group ", group, " capacity ", capacity, " head_dim ", dim,
+       " window ", layout.window, " tree_first ", layout.tree_first);
   for (uint32_t done = 0; done < steps; done += batch) {
     std::vector<unsigned char> queries(stride * batch);
     for (uint32_t step = 0; step < batch; ++step) {
@@ -99,9 +108,16 @@ TEST_CASE("decode_evict on Vulkan: H2O's and TreeKV's step in the merge's dispat
     compare_decode(*gpu, rule, Dtype::F32, 1, 53, 120, 40);
     compare_decode(*gpu, rule, Dtype::F16, 4, 53, 120, 40);
     // Three slot blocks of 512 per kv head, the last partial, and five workgroups of evict_one:
-    // each chooses from every block's candidates.
-    compare_decode(*gpu, rule, Dtype::F16, 7, 1100, 1140, 380);
+    // each chooses from every block's candidates. The tree rules' first scope, ranks 511 and
+    // 512, sits in slots 511 and 512 of two blocks.
+    compare_decode(*gpu, rule, Dtype::F16, 7, 1100, 1140, 380, {24, 19, ops::rule_keeps_counts(rule) ? 506u : 0u});
   }
+  // No recent window: the newest token, in the last slot, may be H2O's victim (the freed slot is
+  // the last one, nothing moves).
+  compare_decode(*gpu, ops::EvictionRule::Accumulated, Dtype::F32, 2, 53, 160, 40, {24, 0, 0});
+  // A group of 8 (the most the blocks take) at head_dim 128: 35 splits a query head, whose
+  // statistics each block folds for 8 heads at once.
+  compare_decode(*gpu, ops::EvictionRule::Accumulated, Dtype::F16, 8, 1100, 1120, 560, {128, 19, 0});
   CHECK(test::validation_messages() == 0);
 }
 
