@@ -19,6 +19,9 @@ const uint STRIDE = HEAD_DIM + 2;
 #ifndef KVC_STATISTICS_HEADS
 #define KVC_STATISTICS_HEADS 1
 #endif
+#if KVC_STATISTICS_HEADS > 8
+#error "fold_heads gives each head WG / 8 threads: at most 8 heads"
+#endif
 const uint STATISTICS_HEADS = KVC_STATISTICS_HEADS;
 const uint FOLD_WIDTH = 8;  // values one thread folds at the first level
 const uint FOLD_PARTS = WG >= FOLD_WIDTH ? WG / FOLD_WIDTH : 1u;
@@ -29,8 +32,7 @@ shared vec4 acc_s[WG];
 // thread, in one order whatever the device's subgroups (a pipeline's subgroup size may differ
 // from another's on some devices, and the merges of every pipeline must give the same bits):
 // threads' values to shared memory, then one thread per FOLD_WIDTH of them, then every thread
-// over those parts, in order. Four barriers, where the tree over the workgroup this replaces took
-// nine at 128 threads.
+// over those parts, in order: four barriers (a tree over 128 threads takes nine). WG >= 8.
 void fold_heads(inout float values[STATISTICS_HEADS], uint heads, bool take_max) {
   const uint t = gl_LocalInvocationID.x;
   [[unroll]] for (uint h = 0; h < STATISTICS_HEADS; ++h)
