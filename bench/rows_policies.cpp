@@ -134,10 +134,11 @@ void add_window_selection_rows(Backend& backend, const Timing& timing, const Row
 // appended to the slot after the c held with rank c (EvictionPolicy::position_for_slot; keys
 // stored as they come, rotated as attention reads them, since ranks change), attention over
 // the c + 1, then the step that evicts one; FULL's row appends and attends the same way, the
-// attention the eviction adds to. The layers share one set of buffers, so the rows time 32
-// consecutive steps of one layer, the ranks moving as in an engine's loop (without the append
-// they collapsed to the sinks' after a few steps and every slot was a victim: the rows before
-// 2026-11-26's third session timed that state).
+// attention the eviction adds to. Each layer has its own K, V, ranks, S and C, as a cache's do
+// (until 2026-11-27 the layers shared one set, which the L2 cache held at c = 1024 and 4096),
+// and the ranks move as in an engine's loop. H2O's and TreeKV's rows leave their evictions for
+// the step's end, every layer's in one dispatch, as a cache does inside a kvc_step
+// (ops/decode_evict.h); with KVC_SCORED_EVICTION=workgroup each layer evicts after its attention.
 void add_eviction_rows(Backend& backend, const Timing& timing, const RowOptions& options, Report& report) {
   const bool quick = options.quick;
   const uint32_t layers = quick ? 2 : kLayers;
@@ -147,11 +148,19 @@ void add_eviction_rows(Backend& backend, const Timing& timing, const RowOptions&
     bool evicts;
     ops::EvictionRule rule;
   };
+  struct LayerBuffers {
+    std::unique_ptr<Tensor> k, v, positions, sums, counts, candidates;
+  };
   for (uint32_t capacity : quick ? std::vector<uint32_t>{1024} : std::vector<uint32_t>{1024, 4096}) {
     const uint32_t slots = capacity + 1, sinks = 4, recent = capacity / 2 - sinks;  // TreeKV's 4 + 508 + 512 at c = 1024
     const size_t kv_bytes = size_t(kKvHeads) * slots * kHeadDim * 2;
-    auto k = make_random(backend, kv_bytes, dtype), v = make_random(backend, kv_bytes, dtype);
-    auto positions = make_ranks(backend, slots);
+    std::vector<LayerBuffers> stored(layers);
+    for (LayerBuffers& layer : stored) {
+      layer.k = make_random(backend, kv_bytes, dtype), layer.v = make_random(backend, kv_bytes, dtype);
+      layer.positions = make_ranks(backend, slots);
+      layer.sums = std::make_unique<Tensor>(backend, size_t(kKvHeads) * slots * 4);
+      layer.counts = std::make_unique<Tensor>(backend, size_t(kKvHeads) * slots * 4);
+    }
     const size_t token_bytes = size_t(kKvHeads) * kHeadDim * 2;
     auto k_new = make_random(backend, token_bytes, dtype), v_new = make_random(backend, token_bytes, dtype);
     auto q = make_random(backend, size_t(kQHeads) * kHeadDim * 2, dtype);
@@ -161,8 +170,6 @@ void add_eviction_rows(Backend& backend, const Timing& timing, const RowOptions&
     auto logits = std::make_unique<Tensor>(backend, size_t(kQHeads) * slots * 4);
     auto lse = std::make_unique<Tensor>(backend, size_t(kQHeads) * 4);
     auto scores = std::make_unique<Tensor>(backend, size_t(kKvHeads) * slots * 4);
-    auto sums = std::make_unique<Tensor>(backend, size_t(kKvHeads) * slots * 4);
-    auto counts = std::make_unique<Tensor>(backend, size_t(kKvHeads) * slots * 4);
     ops::RopeParams rope{KVC_ROPE_NEOX, kHeadDim, 10000.0};
     const std::vector<uint32_t> turns = ops::rope_turn_table(rope);
     auto turn_table = std::make_unique<Tensor>(backend, turns.size() * 4);
@@ -193,30 +200,46 @@ void add_eviction_rows(Backend& backend, const Timing& timing, const RowOptions&
       eviction.recent_window = recent;
       eviction.evictions = 1;
       eviction.tree_span = capacity - sinks - recent;
+      const View step_logits = from_logits ? view(*logits) : View{}, step_lse = from_logits ? view(*lse) : View{};
+      const View step_scores = with_scores && !from_logits ? view(*scores) : View{};
+      const auto layer_args = [&](const LayerBuffers& layer) {
+        const ops::AttentionArgs attend{view(*q), view(*layer.k), view(*layer.v), view(*layer.positions),
+                                        view(*turn_table), view(*out), step_scores, step_logits, step_lse};
+        const ops::EvictionArgs evict{view(*layer.k), view(*layer.v), view(*layer.positions), step_scores, step_logits,
+                                      step_lse, view(*layer.sums), view(*layer.counts)};
+        return ops::DecodeEvictArgs{attend, evict};
+      };
+      const size_t candidate_bytes =
+          variant.evicts && !step_scores ? ops::deferred_candidates_bytes(backend, eviction, layer_args(stored[0]).eviction) : 0;
+      for (LayerBuffers& layer : stored)
+        if (candidate_bytes > 0 && (!layer.candidates || layer.candidates->bytes() < candidate_bytes))
+          layer.candidates = std::make_unique<Tensor>(backend, candidate_bytes);
       Row row;
       row.name = variant.name;
       row.shape = "c=" + std::to_string(capacity) + " layers=" + std::to_string(layers) + " qh=32 kvh=8 d=128";
       row.dtype = "f16";
       row.median_us = median_us(backend, timing, [&] {
-        for (uint32_t layer = 0; layer < layers; ++layer) {
-          ops::append_rows(backend, append, {view(*k_new), view(*v_new), view(*k), view(*v), view(*positions), view(*turn_table)});
-          const View step_logits = from_logits ? view(*logits) : View{}, step_lse = from_logits ? view(*lse) : View{};
-          const View step_scores = with_scores && !from_logits ? view(*scores) : View{};
-          const ops::AttentionArgs attend{view(*q), view(*k), view(*v), view(*positions), view(*turn_table), view(*out),
-                                          step_scores, step_logits, step_lse};
-          const ops::EvictionArgs evict{view(*k), view(*v), view(*positions), step_scores, step_logits, step_lse,
-                                        view(*sums), view(*counts)};
-          // As EvictionPolicy::record_attention: one op where the scores are the decode's logits.
-          if (variant.evicts && !step_scores) {
-            ops::decode_evict(backend, attention, eviction, {attend, evict});
+        std::vector<ops::DeferredEviction> deferred;
+        for (LayerBuffers& layer : stored) {
+          ops::append_rows(backend, append, {view(*k_new), view(*v_new), view(*layer.k), view(*layer.v), view(*layer.positions),
+                                             view(*turn_table)});
+          const ops::DecodeEvictArgs args = layer_args(layer);
+          // As EvictionPolicy::record_attention: one op where the scores are the decode's logits,
+          // its eviction left for the step's end where the backend can.
+          if (candidate_bytes > 0) {
+            if (auto left = ops::decode_evict_deferring(backend, attention, eviction, args, view(*layer.candidates)))
+              deferred.push_back(*left);
+          } else if (variant.evicts && !step_scores) {
+            ops::decode_evict(backend, attention, eviction, args);
           } else {
-            ops::attention(backend, attention, attend);
-            if (!variant.evicts) continue;
-            ops::eviction_step(backend, eviction, evict);
+            ops::attention(backend, attention, args.attention);
+            if (variant.evicts) ops::eviction_step(backend, eviction, args.eviction);
           }
-          // As EvictionPolicy::after_attend advances TreeKV's idx (Algorithm 1, line 16).
-          if (eviction.tree_span > 0) eviction.tree_first = (eviction.tree_first + 1) % eviction.tree_span;
         }
+        if (!deferred.empty()) ops::evict_deferred(backend, deferred);
+        // As EvictionPolicy::after_attend advances TreeKV's idx (Algorithm 1, line 16), every
+        // layer alike.
+        if (eviction.tree_span > 0) eviction.tree_first = (eviction.tree_first + 1) % eviction.tree_span;
       });
       row.bytes = double(layers) * (2.0 * kKvHeads * slots * kHeadDim * 2 + 2.0 * kQHeads * kHeadDim * 2 + 2.0 * token_bytes);
       record(report, row);

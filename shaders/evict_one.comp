@@ -13,6 +13,10 @@
 // With MERGE (Oldest only) the dispatch is also decode attention's merge (ops/decode_evict.h):
 // its first workgroups merge the splits, one (query head, dim block) each, the rest evict;
 // neither reads what the other writes, so the eviction costs no dispatch and no barrier of its own.
+// Without it one dispatch may evict in LAYERS layers of a step at once (the grid's z; each
+// layer's buffers an element of the binding arrays): a decode step's evictions, left for the
+// step's end (ops/decode_evict.h), cost one dispatch's latency where a dispatch a layer cost
+// about 3 us each (docs/benchmarks.md).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -23,20 +27,23 @@ layout(constant_id = 1) const uint HEAD_DIM = 128;
 layout(constant_id = 2) const bool KV_F16 = false;
 layout(constant_id = 3) const bool MERGE = false;
 layout(constant_id = 4) const uint RULE = 0;  // ops::EvictionRule: Oldest, Accumulated, Tree or TreeLeft
+layout(constant_id = 5) const uint LAYERS = 1;  // the binding arrays' length; 1 with MERGE
 
 const uint RULE_OLDEST = 0, RULE_TREE = 3, RULE_TREE_LEFT = 4;
 const bool KEEPS_SUMS = RULE != RULE_OLDEST;
 const bool KEEPS_COUNTS = RULE == RULE_TREE || RULE == RULE_TREE_LEFT;
 
-layout(binding = 0) buffer Keys { uint k_words[]; };         // [num_kv_heads][slot_stride][HEAD_DIM]
-layout(binding = 1) buffer Values { uint v_words[]; };
-layout(binding = 2) buffer Positions { int positions[]; };   // ranks, [num_kv_heads][slot_stride]
-layout(binding = 3) readonly buffer Partials { float partials[]; };  // MERGE: attention_decode's
-layout(binding = 4) writeonly buffer Out { uint out_words[]; };      // MERGE: [num_q_heads][HEAD_DIM]
-layout(binding = 5) writeonly buffer Lse { float lse[]; };           // MERGE: [num_q_heads]
-layout(binding = 6) buffer Sums { float sums[]; };                   // KEEPS_SUMS: [num_kv_heads][slot_stride]
-layout(binding = 7) buffer Counts { uint counts[]; };                // KEEPS_COUNTS
-layout(binding = 8) readonly buffer Candidates { uint candidates[]; };  // KEEPS_SUMS: evicted_candidates.glsl
+// Bindings 0-2 and 6-8 are per layer, arrays of LAYERS indexed by the workgroup's layer;
+// 3-5 are the merge's (MERGE only).
+layout(binding = 0) buffer Keys { uint words[]; } keys_of[LAYERS];       // [num_kv_heads][slot_stride][HEAD_DIM]
+layout(binding = 1) buffer Values { uint words[]; } values_of[LAYERS];
+layout(binding = 2) buffer Positions { int ranks[]; } ranks_of[LAYERS];  // [num_kv_heads][slot_stride]
+layout(binding = 3) readonly buffer Partials { float partials[]; };      // attention_decode's
+layout(binding = 4) writeonly buffer Out { uint out_words[]; };          // [num_q_heads][HEAD_DIM]
+layout(binding = 5) writeonly buffer Lse { float lse[]; };               // [num_q_heads]
+layout(binding = 6) buffer Sums { float words[]; } sums_of[LAYERS];      // KEEPS_SUMS: [num_kv_heads][slot_stride]
+layout(binding = 7) buffer Counts { uint words[]; } counts_of[LAYERS];   // KEEPS_COUNTS
+layout(binding = 8) readonly buffer Candidates { uint words[]; } candidates_of[LAYERS];  // KEEPS_SUMS: evicted_candidates.glsl
 
 layout(push_constant) uniform Push {
   uint slots_held;  // before the eviction
@@ -50,6 +57,16 @@ layout(push_constant) uniform Push {
   uint entries;       // KEEPS_SUMS: candidate entries per kv head
   uint score_blocks;  // the lowest-score rules: the entries that hold candidates
 } push;
+
+// The workgroup's layer (a constant where there is one: a device that cannot index buffer
+// arrays dynamically takes one layer a dispatch), set before any layer's buffer is read.
+uint layer;
+#define k_words keys_of[layer].words
+#define v_words values_of[layer].words
+#define positions ranks_of[layer].ranks
+#define sums sums_of[layer].words
+#define counts counts_of[layer].words
+#define candidates candidates_of[layer].words
 
 const uint WG = gl_WorkGroupSize.x;
 const bool OUT_F16 = KV_F16;
@@ -122,10 +139,11 @@ void evict(uint block, uint kv_head) {
   }
 }
 
-// Workgroup (x, kv head): without MERGE x is the slot block; with it the first merge_groups
-// merge the kv head's query heads, the rest take its slot blocks.
+// Workgroup (x, kv head, layer): without MERGE x is the slot block; with it the first
+// merge_groups merge the kv head's query heads, the rest take its slot blocks.
 void main() {
   const uint x = gl_WorkGroupID.x, kv_head = gl_WorkGroupID.y;
+  layer = LAYERS == 1 ? 0u : gl_WorkGroupID.z;
   if (!MERGE) {
     evict(x, kv_head);
     return;

@@ -136,6 +136,30 @@ void Backend::withdraw(Participant& participant) {
   participants_.erase(std::remove(participants_.begin(), participants_.end(), &participant), participants_.end());
 }
 
+void Backend::leave_for_step_end(StepEndWork& work) {
+  require(step_open_, KVC_ERROR_INTERNAL, "work left for the end of a step outside one");
+  if (std::find(step_end_work_.begin(), step_end_work_.end(), &work) == step_end_work_.end()) step_end_work_.push_back(&work);
+}
+
+void Backend::cancel_step_end(StepEndWork& work) {
+  step_end_work_.erase(std::remove(step_end_work_.begin(), step_end_work_.end(), &work), step_end_work_.end());
+}
+
+void Backend::record_step_end_work() {
+  const std::vector<StepEndWork*> work = std::move(step_end_work_);
+  step_end_work_.clear();
+  for (StepEndWork* item : work) {
+    begin();
+    try {
+      item->record_step_end(*this);
+    } catch (...) {
+      operation_open_ = false;
+      throw;
+    }
+    submit();
+  }
+}
+
 void Backend::commit() {
   for (Participant* participant : participants_) participant->forget_saved();
   participants_.clear();
@@ -154,10 +178,22 @@ void Backend::begin_step(void* external) {
   }
   step_open_ = true;
   step_broken_ = false;
+  step_end_work_.clear();
 }
 
 void Backend::end_step() {
   require(step_open_, KVC_ERROR_BAD_STATE, "no step is open on this context: begin one with kvc_step_begin");
+  if (recorder_ && !step_broken_) {
+    try {
+      record_step_end_work();
+    } catch (...) {
+      step_open_ = false;
+      recorder_->discard();
+      roll_back();
+      throw;
+    }
+  }
+  step_end_work_.clear();
   step_open_ = false;
   if (!recorder_) return;
   if (step_broken_) {

@@ -33,6 +33,7 @@ class Recorder;
 struct BufferSlice;
 }  // namespace vk
 
+class Backend;
 class Tensor;
 
 // Host state that recorded device work changes (see the top of this file).
@@ -43,6 +44,15 @@ class Participant {
   virtual void forget_saved() = 0;  // drops the copy
  protected:
   ~Participant() = default;
+};
+
+// Work an operation inside a step leaves for the step's end, where one dispatch takes what many
+// operations left (a decode step's evictions, every layer's at once: ops/decode_evict.h).
+class StepEndWork {
+ public:
+  virtual void record_step_end(Backend& backend) = 0;  // records it, inside an operation
+ protected:
+  ~StepEndWork() = default;
 };
 
 enum class BackendKind { Cpu, Vulkan };
@@ -111,6 +121,12 @@ class Backend {
   void enlist(Participant& participant);
   // A participant that goes away (a destroyed cache) leaves the step it joined.
   void withdraw(Participant& participant);
+  // `work` is recorded when the open step ends (before its closing barrier), once however
+  // often it is left; a step that breaks drops it, and its participants' states go back to
+  // before they left it. Inside a step only.
+  void leave_for_step_end(StepEndWork& work);
+  // Work that goes away (a destroyed cache) is not recorded.
+  void cancel_step_end(StepEndWork& work);
   // A Vulkan call returned VK_ERROR_DEVICE_LOST: nothing on the device can be trusted or run
   // any more. The API refuses every call on the context from then on.
   void mark_device_lost() { device_lost_ = true; }
@@ -156,6 +172,8 @@ class Backend {
   // The transaction's end: saved states dropped (its work was submitted) or put back.
   void commit();
   void roll_back();
+  // Records what was left for the step's end; throws (the step then submits nothing) on failure.
+  void record_step_end_work();
 
   BackendKind kind_;
   std::unique_ptr<vk::Device> device_;
@@ -171,6 +189,7 @@ class Backend {
   bool external_pending_ = false;  // an application's command buffer may still run our work
   bool device_lost_ = false;
   std::vector<Participant*> participants_;  // joined the open operation or step
+  std::vector<StepEndWork*> step_end_work_;  // left for the open step's end, in the order left
 };
 
 // Bytes that live on one backend: host memory on the CPU, a device-local buffer on Vulkan.

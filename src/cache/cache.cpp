@@ -67,7 +67,10 @@ Cache::Cache(Backend& backend, const CacheConfig& config)
   }
 }
 
-Cache::~Cache() { backend_.withdraw(*this); }
+Cache::~Cache() {
+  backend_.withdraw(*this);
+  backend_.cancel_step_end(*this);
+}
 
 void Cache::save() {
   saved_ = std::make_unique<SavedState>(SavedState{layers_, policy_->clone(), compressions_, query_input_, attend_output_, attend_scores_,
@@ -174,6 +177,7 @@ void Cache::record_append(uint32_t layer_index, uint32_t n_tokens, View k, View 
 }
 
 std::vector<ops::AppendEntry> Cache::plan_append(uint32_t layer_index, uint32_t n_tokens, View k, View v) {
+  policy_->settle(*this, layer_index);
   const LayerState& layer = layers_[layer_index];
   const AppendPlacement placement = policy_->place_append(*this, layer_index, n_tokens);
   ops::AppendRowsShape shape;
@@ -256,6 +260,7 @@ bool Cache::batchable(View scores) const {
 }
 
 ops::DecodeEntry Cache::decode_entry(uint32_t layer_index, View q, View out) {
+  policy_->settle(*this, layer_index);
   const LayerState& layer = layers_[layer_index];
   return {attention_shape(layer_index, 1), {q, view(*layer.k), view(*layer.v), view(*layer.positions), turn_table(), out}};
 }
@@ -271,6 +276,7 @@ void Cache::record_decode(uint32_t layer_index, View q, View out, View scores) {
 }
 
 StepScores Cache::record_attention(uint32_t layer_index, uint32_t n_queries, View q, View out, View scores) {
+  policy_->settle(*this, layer_index);
   LayerState& layer = layers_[layer_index];
   StepScores step{scores};
   if (!scores && policy_->needs_scores()) {
@@ -298,6 +304,7 @@ void Cache::finish_attend(uint32_t layer_index, uint32_t n_queries, View q, cons
 
 void Cache::end_prefill() {
   begin_change();
+  for (uint32_t layer_index = 0; layer_index < config_.num_layers; ++layer_index) policy_->settle(*this, layer_index);
   policy_->end_prefill(*this);
   backend_.submit();
 }

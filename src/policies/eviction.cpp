@@ -119,10 +119,33 @@ bool EvictionPolicy::record_attention(Cache& cache, uint32_t layer, uint32_t n_q
   const LayerState& state = cache.layer(layer);
   const ops::AttentionArgs attention{q, view(*state.k), view(*state.v), view(*state.positions), cache.turn_table(), out,
                                      View{}, scores.logits, scores.lse};
-  ops::decode_evict(cache.backend(), cache.attention_shape(layer, n_queries), shape,
-                    {attention, step_args(cache, layer, scores)});
+  const ops::DecodeEvictArgs args{attention, step_args(cache, layer, scores)};
+  Backend& backend = cache.backend();
+  const size_t candidate_bytes = backend.in_step() ? ops::deferred_candidates_bytes(backend, shape, args.eviction) : 0;
+  if (candidate_bytes > 0) {
+    Tensor& candidates = ensure(steps.candidates, backend, candidate_bytes);
+    steps.deferred = ops::decode_evict_deferring(backend, cache.attention_shape(layer, n_queries), shape, args, view(candidates));
+    if (steps.deferred) cache.leave_for_step_end();
+  } else {
+    ops::decode_evict(backend, cache.attention_shape(layer, n_queries), shape, args);
+  }
   steps.step_recorded = true;
   return true;
+}
+
+void EvictionPolicy::settle(Cache& cache, uint32_t layer) {
+  std::optional<ops::DeferredEviction>& deferred = layers_[layer].deferred;
+  if (!deferred) return;
+  ops::evict_deferred(cache.backend(), {*deferred});
+  deferred.reset();
+}
+
+void EvictionPolicy::record_step_end(Cache& cache) {
+  std::vector<ops::DeferredEviction> evictions;
+  for (const LayerSteps& steps : layers_)
+    if (steps.deferred) evictions.push_back(*steps.deferred);
+  ops::evict_deferred(cache.backend(), evictions);
+  for (LayerSteps& steps : layers_) steps.deferred.reset();
 }
 
 void EvictionPolicy::after_attend(Cache& cache, uint32_t layer, const StepScores& scores) {
@@ -153,7 +176,7 @@ void EvictionPolicy::after_attend(Cache& cache, uint32_t layer, const StepScores
 size_t EvictionPolicy::device_bytes_held() const {
   size_t total = 0;
   const auto add = [&](const std::shared_ptr<Tensor>& tensor) { total += tensor ? tensor->bytes() : 0; };
-  for (const LayerSteps& steps : layers_) add(steps.score_sums), add(steps.score_counts);
+  for (const LayerSteps& steps : layers_) add(steps.score_sums), add(steps.score_counts), add(steps.candidates);
   for (const auto* tensor : {&window_queries_, &window_out_, &window_scores_, &prefill_scratch_, &spare_k_, &spare_v_}) add(*tensor);
   return total;
 }

@@ -10,8 +10,10 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "ops/decode_evict.h"
 #include "ops/eviction_step.h"
 #include "policies/policy.h"
 
@@ -44,14 +46,20 @@ class EvictionPolicy : public Policy {
   // A decode step's attention and eviction as one op (ops/decode_evict.h).
   bool record_attention(Cache& cache, uint32_t layer, uint32_t n_queries, View q, View out, const StepScores& scores) override;
   void after_attend(Cache& cache, uint32_t layer, const StepScores& scores) override;
+  // Inside a step, H2O's and TreeKV's decode steps leave their evictions for the step's end
+  // (ops/decode_evict.h): every layer's then takes one dispatch.
+  void settle(Cache& cache, uint32_t layer) override;
+  void record_step_end(Cache& cache) override;
   void on_reset() override;
   size_t device_bytes_held() const override;
 
  private:
-  // Per layer: S and C on the device (allocated at the layer's first step), and what the host
-  // knows: tokens already scored, and TreeKV's scope index idx - 1.
+  // Per layer: S and C on the device (allocated at the layer's first step), the candidates a
+  // deferred step leaves, and what the host knows: tokens already scored, TreeKV's scope index
+  // idx - 1, and the eviction left for the step's end (the host's books already count it done).
   struct LayerSteps {
-    std::shared_ptr<Tensor> score_sums, score_counts;
+    std::shared_ptr<Tensor> score_sums, score_counts, candidates;
+    std::optional<ops::DeferredEviction> deferred;
     uint64_t scored_through = 0;
     uint32_t tree_index = 0;
     bool step_recorded = false;  // record_attention recorded this attend's step; after_attend keeps the books

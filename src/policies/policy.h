@@ -105,6 +105,12 @@ class Policy {
     (void)cache, (void)layer, (void)scores;
   }
 
+  // Work the policy left for the end of the step (Cache::leave_for_step_end) on `layer`,
+  // recorded now: the cache calls it before it records anything else on the layer.
+  virtual void settle(Cache& cache, uint32_t layer) { (void)cache, (void)layer; }
+  // All the work it left, at the step's end (inside an operation).
+  virtual void record_step_end(Cache& cache) { (void)cache; }
+
   // Called inside the attend submission after after_attend, with its queries (on the backend,
   // the cache dtype, [n_queries][num_q_heads][head_dim], before RoPE): the newest n_queries
   // tokens' queries. Work that keeps them is recorded, not run.

@@ -137,6 +137,61 @@ TEST_CASE("eviction policies keep what their papers' rules keep, on Vulkan and o
       }
 }
 
+TEST_CASE("eviction policies inside steps: the evictions left for a step's end equal the same calls one by one") {
+  // On Vulkan a step's H2O and TreeKV decode steps score in the merge's dispatch and evict
+  // every layer at the step's end (ops/decode_evict.h); a layer the step touches again is
+  // evicted first. Steps of three tokens of every layer take both paths.
+  const uint32_t capacity = 24, sinks = 2, window = 5, tokens = 60, per_step = 3;
+  const PolicyCase cases[] = {{KVC_POLICY_STREAMING, 0, ops::EvictionRule::Oldest},
+                              {KVC_POLICY_H2O, 0, ops::EvictionRule::Accumulated},
+                              {KVC_POLICY_TOVA, 0, ops::EvictionRule::CurrentQuery},
+                              {KVC_POLICY_TREEKV, 0, ops::EvictionRule::Tree},
+                              {KVC_POLICY_TREEKV, 1, ops::EvictionRule::TreeLeft}};
+  for (kvc_dtype dtype : {KVC_DTYPE_F32, KVC_DTYPE_F16})
+    for (const PolicyCase& policy_case : cases) {
+      test::ContextPtr context = test::make_context(KVC_BACKEND_VULKAN);
+      REQUIRE(context);
+      kvc_eviction_params params = eviction_params(sinks, window);
+      params.select_left_token = policy_case.select_left_token;
+      kvc_cache_desc desc;
+      test::CachePtr one_by_one = make_eviction_cache(context.get(), dtype, capacity, policy_case.policy, params, desc);
+      test::CachePtr stepped = make_eviction_cache(context.get(), dtype, capacity, policy_case.policy, params, desc);
+      INFO(std::string(dtype_name(static_cast<Dtype>(dtype))), " policy ", policy_case.policy, " left ",
+           policy_case.select_left_token);
+      for (uint32_t first = 0; first < tokens; first += per_step) {
+        std::vector<std::vector<test::StepInputs>> inputs(per_step);  // [token][layer]
+        std::vector<std::vector<std::vector<unsigned char>>> stepped_out(per_step);
+        for (uint32_t token = 0; token < per_step; ++token)
+          for (uint32_t layer = 0; layer < desc.num_layers; ++layer) {
+            inputs[token].push_back(test::random_step_inputs(desc, 1));
+            stepped_out[token].emplace_back(inputs[token][layer].q.size());
+          }
+        REQUIRE(kvc_step_begin(context.get()) == KVC_OK);
+        for (uint32_t token = 0; token < per_step; ++token)
+          for (uint32_t layer = 0; layer < desc.num_layers; ++layer) {
+            const test::StepInputs& in = inputs[token][layer];
+            REQUIRE(kvc_cache_append(stepped.get(), layer, 1, dtype, in.k.data(), in.v.data()) == KVC_OK);
+            REQUIRE(kvc_attend(stepped.get(), layer, 1, dtype, in.q.data(), stepped_out[token][layer].data(), nullptr) == KVC_OK);
+          }
+        REQUIRE(kvc_step_end(context.get()) == KVC_OK);
+        REQUIRE(kvc_step_wait(context.get(), UINT64_MAX) == KVC_OK);
+        for (uint32_t token = 0; token < per_step; ++token)
+          for (uint32_t layer = 0; layer < desc.num_layers; ++layer) {
+            const test::StepInputs& in = inputs[token][layer];
+            std::vector<unsigned char> out(in.q.size());
+            REQUIRE(kvc_cache_append(one_by_one.get(), layer, 1, dtype, in.k.data(), in.v.data()) == KVC_OK);
+            REQUIRE(kvc_attend(one_by_one.get(), layer, 1, dtype, in.q.data(), out.data(), nullptr) == KVC_OK);
+            INFO("token ", first + token, " layer ", layer);
+            CHECK(out == stepped_out[token][layer]);
+          }
+        for (uint32_t layer = 0; layer < desc.num_layers; ++layer) CHECK(test::snapshot(stepped.get(), layer) == test::snapshot(one_by_one.get(), layer));
+      }
+      kvc_context_info info{sizeof(kvc_context_info)};
+      REQUIRE(kvc_context_info_get(context.get(), &info) == KVC_OK);
+      CHECK(info.validation_messages == 0);
+    }
+}
+
 TEST_CASE("TREEKV prefill: a prompt longer than c is cut by whole blocks, then decoding goes on") {
   const uint32_t capacity = 64, sinks = 3, window = 13, block = 8, prompt = 301;
   for (kvc_backend backend : {KVC_BACKEND_VULKAN, KVC_BACKEND_CPU})

@@ -63,7 +63,9 @@ void compare_decode(Backend& gpu, ops::EvictionRule rule, Dtype dtype, uint32_t 
       auto out_tensor = test::make_poisoned(stream->backend, queries.size());
       stream->backend.begin();
       for (uint32_t step = 0; step < batch; ++step)
-        stream->record_token_decode(View{q_tensor.get(), step * stride}, View{out_tensor.get(), step * stride}, stream != &two_ops);
+        stream->record_token_decode(View{q_tensor.get(), step * stride}, View{out_tensor.get(), step * stride},
+                                    stream == &two_ops ? test::EvictionStream::DecodeRoute::TwoOps
+                                                       : test::EvictionStream::DecodeRoute::Fused);
       stream->backend.submit();
       outputs.push_back(test::read_tensor(stream->backend, *out_tensor, out_tensor->bytes()));
     }
@@ -82,6 +84,64 @@ void compare_decode(Backend& gpu, ops::EvictionRule rule, Dtype dtype, uint32_t 
       for (size_t i = 0; i < gpu_out.size(); ++i)
         if (std::fabs(gpu_out[i] - cpu_out[i]) > bound * std::max(1.0f, std::fabs(cpu_out[i])))
           FAIL_CHECK("step " << done + step << " element " << i << ": " << gpu_out[i] << " vs " << cpu_out[i]);
+    }
+  }
+}
+
+// A step's layers as `capacities.size()` streams under `rule` (3 kv heads of `group` query
+// heads, 5 sinks): each token's decode steps by decode_evict_deferring, layer after layer, then
+// their evictions by evict_deferred, all in one call (layers alike share its dispatch) or, every
+// third token, one call a layer (a layer settled before the step touches it again); against each
+// layer's same steps as attention, then eviction_step, bit for bit.
+void compare_deferred(Backend& gpu, ops::EvictionRule rule, Dtype dtype, uint32_t group, const std::vector<uint32_t>& capacities,
+                      uint32_t steps, uint32_t batch) {
+  const uint32_t kv_heads = 3, dim = 24, q_heads = kv_heads * group;
+  std::vector<std::unique_ptr<test::EvictionStream>> deferred, two_ops;
+  for (uint32_t capacity : capacities) {
+    ops::EvictionShape shape = test::eviction_stream_shape(rule, capacity, 5, 19, kv_heads, dim, dtype);
+    shape.num_q_heads = q_heads;
+    deferred.push_back(std::make_unique<test::EvictionStream>(gpu, shape, capacity));
+    two_ops.push_back(std::make_unique<test::EvictionStream>(gpu, shape, capacity));
+  }
+  const size_t layers = capacities.size(), row_bytes = size_t(q_heads) * dim * dtype_size(dtype);
+  const size_t stride = (row_bytes + 255) / 256 * 256;  // each (step, layer)'s q and out at an aligned offset
+  INFO(std::string(dtype_name(dtype)), " rule ", uint32_t(rule), " group ", group, " layers ", layers);
+  for (uint32_t done = 0; done < steps; done += batch) {
+    std::vector<unsigned char> queries(stride * batch * layers);
+    for (size_t row = 0; row < batch * layers; ++row) {
+      std::vector<float> q = test::random_floats(size_t(q_heads) * dim, -3.0f, 3.0f);
+      for (uint32_t head = 0; head < q_heads; ++head) q[size_t(head) * dim] = q[size_t(head) * dim + 1] = 0.0f;  // as compare_decode
+      const std::vector<unsigned char> bytes = test::encode(q, dtype);
+      std::copy(bytes.begin(), bytes.end(), queries.begin() + row * stride);
+    }
+    std::vector<std::vector<unsigned char>> outputs;
+    for (auto* streams : {&deferred, &two_ops}) {
+      auto q_tensor = test::make_tensor(gpu, queries.data(), queries.size());
+      auto out_tensor = test::make_poisoned(gpu, queries.size());
+      gpu.begin();
+      for (uint32_t step = 0; step < batch; ++step) {
+        std::vector<ops::DeferredEviction> evictions;
+        for (size_t layer = 0; layer < layers; ++layer) {
+          const size_t at = (step * layers + layer) * stride;
+          const auto left = (*streams)[layer]->record_token_decode(
+              View{q_tensor.get(), at}, View{out_tensor.get(), at},
+              streams == &deferred ? test::EvictionStream::DecodeRoute::Deferred : test::EvictionStream::DecodeRoute::TwoOps);
+          if (left) evictions.push_back(*left);
+        }
+        if ((done + step) % 3 == 2) {
+          for (const ops::DeferredEviction& eviction : evictions) ops::evict_deferred(gpu, {eviction});
+        } else {
+          ops::evict_deferred(gpu, evictions);
+        }
+      }
+      gpu.submit();
+      outputs.push_back(test::read_tensor(gpu, *out_tensor, out_tensor->bytes()));
+    }
+    REQUIRE(outputs[0] == outputs[1]);
+    for (size_t layer = 0; layer < layers; ++layer) {
+      INFO("layer ", layer, " after step ", done + batch);
+      REQUIRE(deferred[layer]->kept_tokens() == two_ops[layer]->kept_tokens());
+      REQUIRE(deferred[layer]->state_bytes() == two_ops[layer]->state_bytes());
     }
   }
 }
@@ -118,6 +178,19 @@ TEST_CASE("decode_evict on Vulkan: H2O's and TreeKV's step in the merge's dispat
   // A group of 8 (the most the blocks take) at head_dim 128: 35 splits a query head, whose
   // statistics each block folds for 8 heads at once.
   compare_decode(*gpu, ops::EvictionRule::Accumulated, Dtype::F16, 8, 1100, 1120, 560, {128, 19, 0});
+  CHECK(test::validation_messages() == 0);
+}
+
+TEST_CASE("decode_evict on Vulkan: H2O's and TreeKV's evictions left for the step's end, many layers in one dispatch") {
+  Backend* gpu = test::vulkan_backend();
+  REQUIRE(gpu != nullptr);
+  for (ops::EvictionRule rule : {ops::EvictionRule::Accumulated, ops::EvictionRule::Tree, ops::EvictionRule::TreeLeft}) {
+    // Three layers alike (one dispatch) and one of another size (a dispatch of its own).
+    compare_deferred(*gpu, rule, Dtype::F32, 1, {37, 37, 37, 41}, 90, 30);
+    compare_deferred(*gpu, rule, Dtype::F16, 4, {37, 41, 37}, 90, 45);
+  }
+  // Three slot blocks per kv head.
+  compare_deferred(*gpu, ops::EvictionRule::Tree, Dtype::F16, 2, {1100, 1100}, 1110, 555);
   CHECK(test::validation_messages() == 0);
 }
 

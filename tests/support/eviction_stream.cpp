@@ -51,6 +51,12 @@ EvictionStream::EvictionStream(Backend& backend_in, const ops::EvictionShape& se
   if (ops::rule_keeps_sums(shape.rule) && shape.num_q_heads > 0) {
     logits = make_poisoned(backend, size_t(shape.num_q_heads) * shape.slot_stride * 4);
     lse = make_poisoned(backend, size_t(shape.num_q_heads) * 4);
+    // The deferred route's candidates for the most slots a step holds, where the backend defers.
+    ops::EvictionShape fullest = shape;
+    fullest.slots_held = shape.slot_stride, fullest.num_queries = 1, fullest.evictions = 1;
+    const ops::EvictionArgs args{view(*k), view(*v), view(*positions), View{}, view(*logits), view(*lse), view(*sums), view(*counts)};
+    const size_t bytes = ops::deferred_candidates_bytes(backend, fullest, args);
+    if (bytes > 0) candidates = make_poisoned(backend, bytes);
   }
 }
 
@@ -94,7 +100,7 @@ void EvictionStream::record_step(uint32_t count, View scores, View logits_in, Vi
   ops::eviction_step(backend, step, {view(*k), view(*v), view(*positions), scores, logits_in, lse_in, view(*sums), view(*counts)});
 }
 
-void EvictionStream::record_token_decode(View q, View out, bool fused) {
+std::optional<ops::DeferredEviction> EvictionStream::record_token_decode(View q, View out, DecodeRoute route) {
   append_tokens(1);
   const ops::EvictionShape step = next_step(1);
   const ops::AttentionShape attention{shape.num_q_heads, shape.num_kv_heads, shape.head_dim, 1, step.slots_held,
@@ -106,12 +112,22 @@ void EvictionStream::record_token_decode(View q, View out, bool fused) {
   }
   const ops::AttentionArgs attend{q, view(*k), view(*v), view(*positions), View{}, out, View{}, step_logits, step_lse};
   const ops::EvictionArgs evict{view(*k), view(*v), view(*positions), View{}, step_logits, step_lse, view(*sums), view(*counts)};
-  if (fused) {
-    ops::decode_evict(backend, attention, step, {attend, evict});
-  } else {
-    ops::attention(backend, attention, attend);
-    ops::eviction_step(backend, step, evict);
+  switch (route) {
+    case DecodeRoute::TwoOps:
+      ops::attention(backend, attention, attend);
+      ops::eviction_step(backend, step, evict);
+      return std::nullopt;
+    case DecodeRoute::Fused:
+      ops::decode_evict(backend, attention, step, {attend, evict});
+      return std::nullopt;
+    case DecodeRoute::Deferred: {
+      const size_t bytes = ops::deferred_candidates_bytes(backend, step, evict);
+      REQUIRE(bytes > 0);
+      REQUIRE(candidates->bytes() >= bytes);
+      return ops::decode_evict_deferring(backend, attention, step, {attend, evict}, view(*candidates));
+    }
   }
+  return std::nullopt;
 }
 
 std::vector<std::vector<uint32_t>> EvictionStream::kept_tokens() {

@@ -4,8 +4,10 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "ops/decode_evict.h"
 #include "ops/eviction_step.h"
 
 namespace kvc::test {
@@ -24,11 +26,17 @@ struct EvictionStream {
   // Records appending the next token and one step fed a decode query's logits (f32
   // [num_q_heads][slots held after the append]) and log-sum-exps (f32 [num_q_heads]).
   void record_token_logits(View logits, View lse);
+  // How record_token_decode records its step.
+  enum class DecodeRoute {
+    TwoOps,    // ops::attention, then ops::eviction_step
+    Fused,     // ops::decode_evict
+    Deferred,  // ops::decode_evict_deferring, its eviction returned for ops::evict_deferred
+  };
   // Records appending the next token and a decode step over the slots held with `q`
-  // ([num_q_heads][head_dim], the stream's dtype; settings.num_q_heads set) into `out`:
-  // ops::decode_evict where `fused`, else ops::attention, then ops::eviction_step; the rules
-  // that read scores take the decode's logits and log-sum-exps (as the eviction policies do).
-  void record_token_decode(View q, View out, bool fused);
+  // ([num_q_heads][head_dim], the stream's dtype; settings.num_q_heads set) into `out`, by
+  // `route`; the rules that read scores take the decode's logits and log-sum-exps (as the
+  // eviction policies do). Returns the deferred route's eviction, if the step evicts.
+  std::optional<ops::DeferredEviction> record_token_decode(View q, View out, DecodeRoute route);
   // Kept token indices per kv head, by rank; checks that every V row matches its K row.
   std::vector<std::vector<uint32_t>> kept_tokens();
   // Positions, S and C as bytes, for bitwise comparisons between backends.
@@ -40,6 +48,7 @@ struct EvictionStream {
   uint32_t tokens = 0;
   std::unique_ptr<Tensor> k, v, positions, sums, counts;
   std::unique_ptr<Tensor> logits, lse;  // record_token_decode's, for the rules that read scores (with num_q_heads)
+  std::unique_ptr<Tensor> candidates;   // its deferred route's
 
  private:
   void append_tokens(uint32_t count);
