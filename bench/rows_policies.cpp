@@ -136,9 +136,9 @@ void add_window_selection_rows(Backend& backend, const Timing& timing, const Row
 // the c + 1, then the step that evicts one; FULL's row appends and attends the same way, the
 // attention the eviction adds to. Each layer has its own K, V, ranks, S and C, as a cache's do
 // (until 2026-11-27 the layers shared one set, which the L2 cache held at c = 1024 and 4096),
-// and the ranks move as in an engine's loop. H2O's and TreeKV's rows leave their evictions for
-// the step's end, every layer's in one dispatch, as a cache does inside a kvc_step
-// (ops/decode_evict.h); with KVC_SCORED_EVICTION=workgroup each layer evicts after its attention.
+// and the ranks move as in an engine's loop. H2O's, TOVA's and TreeKV's rows leave their scoring
+// and eviction for the step's end, every layer's in two dispatches, as a cache does inside a
+// kvc_step (ops/decode_evict.h).
 void add_eviction_rows(Backend& backend, const Timing& timing, const RowOptions& options, Report& report) {
   const bool quick = options.quick;
   const uint32_t layers = quick ? 2 : kLayers;
@@ -149,7 +149,7 @@ void add_eviction_rows(Backend& backend, const Timing& timing, const RowOptions&
     ops::EvictionRule rule;
   };
   struct LayerBuffers {
-    std::unique_ptr<Tensor> k, v, positions, sums, counts, candidates;
+    std::unique_ptr<Tensor> k, v, positions, sums, counts, logits, lse, candidates;
   };
   for (uint32_t capacity : quick ? std::vector<uint32_t>{1024} : std::vector<uint32_t>{1024, 4096}) {
     const uint32_t slots = capacity + 1, sinks = 4, recent = capacity / 2 - sinks;  // TreeKV's 4 + 508 + 512 at c = 1024
@@ -160,16 +160,15 @@ void add_eviction_rows(Backend& backend, const Timing& timing, const RowOptions&
       layer.positions = make_ranks(backend, slots);
       layer.sums = std::make_unique<Tensor>(backend, size_t(kKvHeads) * slots * 4);
       layer.counts = std::make_unique<Tensor>(backend, size_t(kKvHeads) * slots * 4);
+      // As the cache records a decode step: attention writes the logits and lse and the step
+      // forms the scores (ops::rule_takes_logits); a step that defers keeps them per layer.
+      layer.logits = std::make_unique<Tensor>(backend, size_t(kQHeads) * slots * 4);
+      layer.lse = std::make_unique<Tensor>(backend, size_t(kQHeads) * 4);
     }
     const size_t token_bytes = size_t(kKvHeads) * kHeadDim * 2;
     auto k_new = make_random(backend, token_bytes, dtype), v_new = make_random(backend, token_bytes, dtype);
     auto q = make_random(backend, size_t(kQHeads) * kHeadDim * 2, dtype);
     auto out = std::make_unique<Tensor>(backend, size_t(kQHeads) * kHeadDim * 2);
-    // As the cache records a decode step: attention writes the logits and lse and the step forms
-    // the scores (ops::rule_takes_logits), or attention writes the scores (TOVA).
-    auto logits = std::make_unique<Tensor>(backend, size_t(kQHeads) * slots * 4);
-    auto lse = std::make_unique<Tensor>(backend, size_t(kQHeads) * 4);
-    auto scores = std::make_unique<Tensor>(backend, size_t(kKvHeads) * slots * 4);
     ops::RopeParams rope{KVC_ROPE_NEOX, kHeadDim, 10000.0};
     const std::vector<uint32_t> turns = ops::rope_turn_table(rope);
     auto turn_table = std::make_unique<Tensor>(backend, turns.size() * 4);
@@ -184,7 +183,6 @@ void add_eviction_rows(Backend& backend, const Timing& timing, const RowOptions&
                                    Variant{"decode_step_treekv", true, ops::EvictionRule::Tree}}) {
       if (!options.wants(variant.name)) continue;
       const bool with_scores = variant.evicts && ops::rule_keeps_sums(variant.rule);
-      const bool from_logits = with_scores && ops::rule_takes_logits(variant.rule);
       const ops::AppendRowsShape append{kKvHeads, kHeadDim, slots, capacity, 1, int32_t(capacity), dtype, 0, ops::RopeParams{}};
       ops::EvictionShape eviction;
       eviction.rule = variant.rule;
@@ -200,20 +198,18 @@ void add_eviction_rows(Backend& backend, const Timing& timing, const RowOptions&
       eviction.recent_window = recent;
       eviction.evictions = 1;
       eviction.tree_span = capacity - sinks - recent;
-      const View step_logits = from_logits ? view(*logits) : View{}, step_lse = from_logits ? view(*lse) : View{};
-      const View step_scores = with_scores && !from_logits ? view(*scores) : View{};
       const auto layer_args = [&](const LayerBuffers& layer) {
+        const View logits = with_scores ? view(*layer.logits) : View{}, lse = with_scores ? view(*layer.lse) : View{};
         const ops::AttentionArgs attend{view(*q), view(*layer.k), view(*layer.v), view(*layer.positions),
-                                        view(*turn_table), view(*out), step_scores, step_logits, step_lse};
-        const ops::EvictionArgs evict{view(*layer.k), view(*layer.v), view(*layer.positions), step_scores, step_logits,
-                                      step_lse, view(*layer.sums), view(*layer.counts)};
+                                        view(*turn_table), view(*out), View{}, logits, lse};
+        const ops::EvictionArgs evict{view(*layer.k), view(*layer.v), view(*layer.positions), View{}, logits, lse,
+                                      view(*layer.sums), view(*layer.counts)};
         return ops::DecodeEvictArgs{attend, evict};
       };
-      const size_t candidate_bytes =
-          variant.evicts && !step_scores ? ops::deferred_candidates_bytes(backend, eviction, layer_args(stored[0]).eviction) : 0;
+      const bool defers = with_scores && ops::can_defer_eviction(backend, eviction, layer_args(stored[0]).eviction);
       for (LayerBuffers& layer : stored)
-        if (candidate_bytes > 0 && (!layer.candidates || layer.candidates->bytes() < candidate_bytes))
-          layer.candidates = std::make_unique<Tensor>(backend, candidate_bytes);
+        if (defers && !layer.candidates)
+          layer.candidates = std::make_unique<Tensor>(backend, ops::deferred_candidates_bytes(kKvHeads, slots));
       Row row;
       row.name = variant.name;
       row.shape = "c=" + std::to_string(capacity) + " layers=" + std::to_string(layers) + " qh=32 kvh=8 d=128";
@@ -224,16 +220,14 @@ void add_eviction_rows(Backend& backend, const Timing& timing, const RowOptions&
           ops::append_rows(backend, append, {view(*k_new), view(*v_new), view(*layer.k), view(*layer.v), view(*layer.positions),
                                              view(*turn_table)});
           const ops::DecodeEvictArgs args = layer_args(layer);
-          // As EvictionPolicy::record_attention: one op where the scores are the decode's logits,
-          // its eviction left for the step's end where the backend can.
-          if (candidate_bytes > 0) {
-            if (auto left = ops::decode_evict_deferring(backend, attention, eviction, args, view(*layer.candidates)))
-              deferred.push_back(*left);
-          } else if (variant.evicts && !step_scores) {
+          // As EvictionPolicy::record_attention: one op, its scoring and eviction left for the
+          // step's end where the backend can.
+          if (defers) {
+            deferred.push_back(ops::decode_evict_deferring(backend, attention, eviction, args, view(*layer.candidates)));
+          } else if (variant.evicts) {
             ops::decode_evict(backend, attention, eviction, args);
           } else {
             ops::attention(backend, attention, args.attention);
-            if (variant.evicts) ops::eviction_step(backend, eviction, args.eviction);
           }
         }
         if (!deferred.empty()) ops::evict_deferred(backend, deferred);

@@ -5,7 +5,7 @@
 // one slot and the slots spread over many workgroups, where eviction_step's one workgroup per
 // kv head walks them in passes between barriers. The victim: under STREAMING's rule (Oldest)
 // rank `sinks`, whose thread finds it; under the scored rules the one the step's scoring
-// (decode_merge_scores.comp) left candidates for, which every workgroup chooses from them itself
+// (eviction_scores.comp) left candidates for, which every workgroup chooses from them itself
 // (a few entries per kv head). The freed slot's thread alone touches the last slot's entries: it
 // lowers the rank (the vacated entry too, as the reference does) and moves it with S and C; its
 // workgroup then moves the rows, a word a thread (one thread's loop of loads and stores to one

@@ -9,8 +9,9 @@
 // score pass records the tree scope's), so lowering the ranks and moving the last slot's token
 // share one pass; only STREAMING's chunks of several tokens (a single eviction takes
 // evict_one.comp) and a later eviction of a chunk's TreeLeft still look the slot up first.
-// H2O's and TreeKV's decode step past 4096 slots takes decode_merge_scores.comp and
-// evict_one.comp instead (ops/decode_evict.h).
+// A decode step of H2O, TOVA or TreeKV scored from the decode's logits takes
+// eviction_scores.comp and evict_one.comp instead (ops/decode_evict.h); this kernel takes
+// chunks' steps and the steps given probabilities.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require

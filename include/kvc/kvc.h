@@ -252,10 +252,10 @@ typedef struct kvc_cache_desc {
  * device. Kept tokens carry their in-cache rank as position (RoPE), as StreamingLLM and TreeKV
  * re-assign positions after eviction; an evicted token's slot takes the newest token, so
  * kvc_cache_read returns slots in no particular order, each with its rank as position.
- * On Vulkan an H2O or TREEKV decode step past 4096 slots (up to 8 query heads per kv head)
- * scores its slots in blocks over many workgroups and evicts a slot a thread, with the same
- * results; the environment variable KVC_SCORED_EVICTION=blocks or =workgroup picks that route
- * or the single workgroup per kv head at any size (a test's and a benchmark's switch). */
+ * H2O, TOVA and TREEKV keep each layer's decode logits (num_q_heads floats per slot, about 3%
+ * of K and V at 32 query heads, 8 kv heads and head_dim 128; kvc_cache_stats counts them): on
+ * Vulkan, inside a step (kvc_step_begin) a decode step records its attention alone, as FULL's
+ * does, and the step's end scores and evicts in every layer at once, with the same results. */
 typedef struct kvc_eviction_params {
     uint32_t struct_size;
     uint32_t sinks;         /* first tokens never evicted; default 4 */
@@ -443,8 +443,8 @@ typedef struct kvc_cache_stats {
     uint64_t slots_held;        /* slots held now, summed over layers */
     uint64_t device_bytes_held; /* device bytes the cache holds: every layer's K, V and positions
                                  * as allocated now, the RoPE table, and its policy's own state
-                                 * (scores, the window's queries, a decode step's logits for H2O and
-                                 * TreeKV); it follows what the policy keeps. The context's shared
+                                 * (scores, the window's queries, each layer's decode logits for H2O,
+                                 * TOVA and TREEKV); it follows what the policy keeps. The context's shared
                                  * work memory is kvc_context_info.work_bytes_held */
     uint64_t bytes_per_slot;    /* bytes one slot of one layer takes (K + V of all kv heads + positions) */
     uint64_t compressions;      /* compression or eviction steps run so far */

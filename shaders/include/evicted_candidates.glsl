@@ -1,4 +1,4 @@
-// Where a decode step's scoring (decode_merge_scores.comp) leaves its candidates for the
+// Where a decode step's scoring (eviction_scores.comp) leaves its candidates for the
 // victim, which evict_one.comp reads: per kv head push.entries entries of ENTRY_WORDS words,
 // (score bits, rank, slot) of a slot block's lowest under the lowest-score rules, (S bits, C,
 // slot) of the tree scope's ranks left (entry 0) and left + 1 (entry 1) under the tree rules.

@@ -1,4 +1,4 @@
-// The eviction kernels' choice of a victim (eviction_step.comp, decode_merge_scores.comp and
+// The eviction kernels' choice of a victim (eviction_step.comp, eviction_scores.comp and
 // evict_one.comp; the rules of ops/eviction_step.h): the lowest (score, rank) over a workgroup, and TreeKV's choice within
 // its scope. The includer enables GL_KHR_shader_subgroup_basic and _arithmetic and declares WG,
 // its workgroup size.

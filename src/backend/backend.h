@@ -78,7 +78,7 @@ enum class ScratchId : uint32_t {
   SpectralAttentionWork,  // spectral_attention's bin products and held slots' share
   FourierHeadTerms,       // fourier_attention (factorized): per query head, its offsets' dot and largest middle logit
   HippoFourierSpectrum,      // hippo_fourier_project (Transform): the segment's bins 0 .. N - 1
-  EvictionCandidates,        // decode_merge_scores: each slot block's candidates for the victim
+  EvictionCandidates,        // eviction_scores: each slot block's candidates for the victim
   Count
 };
 

@@ -73,8 +73,7 @@ Cache::~Cache() {
 }
 
 void Cache::save() {
-  saved_ = std::make_unique<SavedState>(SavedState{layers_, policy_->clone(), compressions_, query_input_, attend_output_, attend_scores_,
-                                                        attend_logits_, attend_lse_});
+  saved_ = std::make_unique<SavedState>(SavedState{layers_, policy_->clone(), compressions_, query_input_, attend_output_, attend_scores_});
 }
 
 void Cache::restore() {
@@ -84,8 +83,6 @@ void Cache::restore() {
   query_input_ = std::move(saved_->query_input);
   attend_output_ = std::move(saved_->attend_output);
   attend_scores_ = std::move(saved_->attend_scores);
-  attend_logits_ = std::move(saved_->attend_logits);
-  attend_lse_ = std::move(saved_->attend_lse);
   saved_.reset();
 }
 
@@ -108,8 +105,6 @@ size_t Cache::bytes_per_slot() const {
 
 size_t Cache::device_bytes_held() const {
   size_t total = (rope_turns_ ? rope_turns_->bytes() : 0) + policy_->device_bytes_held();
-  // A decode step's logits for the policy: kept, like the policy's own state, between calls.
-  for (const std::shared_ptr<Tensor>& tensor : {attend_logits_, attend_lse_}) total += tensor ? tensor->bytes() : 0;
   for (const LayerState& layer : layers_) total += layer.k->bytes() + layer.v->bytes() + layer.positions->bytes();
   return total;
 }
@@ -279,18 +274,11 @@ StepScores Cache::record_attention(uint32_t layer_index, uint32_t n_queries, Vie
   policy_->settle(*this, layer_index);
   LayerState& layer = layers_[layer_index];
   StepScores step{scores};
-  if (!scores && policy_->needs_scores()) {
-    if (n_queries == 1 && policy_->takes_decode_logits()) {
-      step.logits = view(ensure(attend_logits_, backend_, size_t(config_.num_q_heads) * layer.slots_held * sizeof(float)));
-      step.lse = view(ensure(attend_lse_, backend_, size_t(config_.num_q_heads) * sizeof(float)));
-    } else {
-      step.probabilities = view(ensure(attend_scores_, backend_, size_t(config_.num_kv_heads) * layer.slots_held * sizeof(float)));
-    }
-  }
+  if (!scores && policy_->needs_scores() && !(n_queries == 1 && policy_->takes_decode_logits()))
+    step.probabilities = view(ensure(attend_scores_, backend_, size_t(config_.num_kv_heads) * layer.slots_held * sizeof(float)));
   if (!policy_->record_attention(*this, layer_index, n_queries, q, out, step))
     ops::attention(backend_, attention_shape(layer_index, n_queries),
-                   {q, view(*layer.k), view(*layer.v), view(*layer.positions), turn_table(), out, step.probabilities,
-                    step.logits, step.lse});
+                   {q, view(*layer.k), view(*layer.v), view(*layer.positions), turn_table(), out, step.probabilities});
   layer.last_queries = n_queries;
   return step;
 }

@@ -111,7 +111,7 @@ class Cache : public Participant, public StepEndWork {
     std::vector<LayerState> layers;
     std::unique_ptr<Policy> policy;
     uint64_t compressions = 0;
-    std::shared_ptr<Tensor> query_input, attend_output, attend_scores, attend_logits, attend_lse;
+    std::shared_ptr<Tensor> query_input, attend_output, attend_scores;
   };
   // backend_.begin(), joining the operation (or step) as a participant.
   void begin_change();
@@ -120,7 +120,8 @@ class Cache : public Participant, public StepEndWork {
   // finish_append).
   void record_append(uint32_t layer, uint32_t n_tokens, View k, View v);
   // Records attention; returns the scores the policy reads: `scores`, or when the policy needs
-  // them and the caller asked for none the cache's own (a decode step's logits and lse).
+  // them and the caller asked for none the cache's own probabilities (none for a decode step of
+  // a policy that keeps the decode's logits itself: Policy::takes_decode_logits).
   StepScores record_attention(uint32_t layer, uint32_t n_queries, View q, View out, View scores);
   // The policy's part of an attend, recorded after attention and any read-back of its scores.
   void finish_attend(uint32_t layer, uint32_t n_queries, View q, const StepScores& scores);
@@ -134,7 +135,6 @@ class Cache : public Participant, public StepEndWork {
   std::shared_ptr<Tensor> query_input_;   // the host path's Q, staged
   std::shared_ptr<Tensor> attend_output_; // the host path's output, then read back
   std::shared_ptr<Tensor> attend_scores_;
-  std::shared_ptr<Tensor> attend_logits_, attend_lse_;  // a decode step's, for the policy
   View attend_queries_;
   uint64_t compressions_ = 0;
   std::unique_ptr<SavedState> saved_;

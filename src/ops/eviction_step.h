@@ -28,11 +28,9 @@ enum class EvictionRule : uint32_t {
 // Whether a rule keeps a per-slot score sum S, and whether it keeps a count C (TreeKV's S / C).
 inline bool rule_keeps_sums(EvictionRule rule) { return rule != EvictionRule::Oldest; }
 inline bool rule_keeps_counts(EvictionRule rule) { return rule == EvictionRule::Tree || rule == EvictionRule::TreeLeft; }
-// Whether a decode step's scores reach the rule cheaper as logits (one dispatch fewer) than as
-// probabilities: the per-kv-head rules read their group's logits, where TOVA's layer-wide score
-// would have each kv head's workgroup repeat the exponentials of every query head (H100, c =
-// 4096: TOVA from logits cost +56% over attention alone, +33% through the probabilities).
-inline bool rule_takes_logits(EvictionRule rule) { return rule_keeps_sums(rule) && rule != EvictionRule::CurrentQuery; }
+// Whether a decode step's scores reach the rule as logits and log-sum-exps (attention writes no
+// probabilities; the eviction forms them): every rule that reads scores.
+inline bool rule_takes_logits(EvictionRule rule) { return rule_keeps_sums(rule); }
 
 struct EvictionShape {
   EvictionRule rule = EvictionRule::Oldest;

@@ -18,28 +18,19 @@ struct MergeBindings {
   View lse;       // f32 [num_q_heads]
 };
 
-// Whether decode_merge_scores can score this step in the merge's dispatch: a decode step
-// (one query, evicting one or none) under a rule that reads the step's scores given as logits
-// (H2O's, TreeKV's), for groups of up to 8 query heads. It then leaves candidates for the
-// victim, from which evict_one (a thread a slot) evicts.
-bool scores_in_merge(const EvictionShape& shape, const EvictionArgs& args);
+// Whether a decode step's eviction takes eviction_scores and evict_one: a rule that reads the
+// step's attention (H2O, TOVA, TreeKV), its scores given as the decode's logits and lse, one
+// query, evicting one token or none.
+bool scored_from_logits(const EvictionShape& shape, const EvictionArgs& args);
+// Slots of one kv head each eviction_scores workgroup scores: a block, whose candidates take
+// one entry (deferred_candidates_bytes).
+constexpr uint32_t kScoredBlockSlots = 512;
+// Records such steps' scoring, every layer's, then their evictions (layers alike in the
+// kernels' constants, in an engine's step every layer, share each dispatch).
+void record_scored_evictions(Backend& backend, const std::vector<DeferredEviction>& evictions);
 
-// Whether the eviction kernels make this step with a merge's dispatch: a decode step's single
-// eviction under STREAMING's rule (evict_one beside the merge's workgroups), and past 4096 slots
-// (or as KVC_SCORED_EVICTION says) a step scores_in_merge takes. Any other step takes
-// eviction_step, one workgroup per kv head.
-bool eviction_merges(const EvictionShape& shape, const EvictionArgs& args);
-
-// Records the step's dispatches; with `merge`, the merge's among them (eviction_merges must hold).
+// Records any other step: a decode step's single eviction under STREAMING's rule (evict_one,
+// with `merge` beside the merge's workgroups), else eviction_step, one workgroup per kv head.
 void record_eviction(Backend& backend, const EvictionShape& shape, const EvictionArgs& args, const MergeBindings* merge);
-
-// Bytes of the candidates decode_merge_scores leaves for a step of `shape`.
-size_t eviction_candidates_bytes(const EvictionShape& shape);
-// Records the merge and the scoring of a step scores_in_merge takes, its candidates into `candidates`.
-void record_merge_scores(Backend& backend, const EvictionShape& shape, const EvictionArgs& args, const MergeBindings& merge,
-                         View candidates);
-// Records the single evictions whose candidates the steps' scoring left, like layers (the same
-// kernel and push constants: in an engine's step, every layer) in one dispatch.
-void record_deferred_evictions(Backend& backend, const std::vector<DeferredEviction>& evictions);
 
 }  // namespace kvc::ops

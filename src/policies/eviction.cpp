@@ -27,12 +27,33 @@ void EvictionPolicy::check_append(const Cache& cache, uint32_t layer, uint32_t n
               std::to_string(settings_.chunk_slots) + ": attend (which evicts) first, or raise kvc_eviction_params.chunk_slots"; });
 }
 
+namespace {
+
+// Where a layer's decode_scores tensor holds the decode's logits (f32 [num_q_heads][slots held],
+// from 0), their log-sum-exps (f32 [num_q_heads]) and the victim's candidates, for up to
+// `slot_stride` slots; every part at an offset any device's storage-buffer alignment allows
+// (Vulkan's limit is at most 256 bytes).
+struct DecodeScoresLayout {
+  size_t lse_offset, candidates_offset, bytes;
+};
+DecodeScoresLayout decode_scores_layout(const CacheConfig& config, uint32_t slot_stride) {
+  const auto aligned = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+  const size_t lse_offset = aligned(size_t(config.num_q_heads) * slot_stride * sizeof(float));
+  const size_t candidates_offset = lse_offset + aligned(size_t(config.num_q_heads) * sizeof(float));
+  return {lse_offset, candidates_offset, candidates_offset + ops::deferred_candidates_bytes(config.num_kv_heads, slot_stride)};
+}
+
+}  // namespace
+
 void EvictionPolicy::allocate(Cache& cache, uint32_t layer, LayerSteps& steps) const {
-  const size_t slots = size_t(cache.config().num_kv_heads) * cache.layer(layer).slot_stride;
+  const uint32_t slot_stride = cache.layer(layer).slot_stride;
+  const size_t slots = size_t(cache.config().num_kv_heads) * slot_stride;
   if (ops::rule_keeps_sums(settings_.rule) && !steps.score_sums)
     steps.score_sums = std::make_unique<Tensor>(cache.backend(), slots * sizeof(float));
   if (ops::rule_keeps_counts(settings_.rule) && !steps.score_counts)
     steps.score_counts = std::make_unique<Tensor>(cache.backend(), slots * sizeof(uint32_t));
+  if (ops::rule_takes_logits(settings_.rule))
+    ensure(steps.decode_scores, cache.backend(), decode_scores_layout(cache.config(), slot_stride).bytes);
 }
 
 void EvictionPolicy::prefill_by_blocks(Cache& cache, uint32_t layer) {
@@ -99,11 +120,12 @@ ops::EvictionShape EvictionPolicy::step_shape(const Cache& cache, uint32_t layer
   return shape;
 }
 
-ops::EvictionArgs EvictionPolicy::step_args(const Cache& cache, uint32_t layer, const StepScores& scores) const {
+ops::EvictionArgs EvictionPolicy::step_args(const Cache& cache, uint32_t layer, const StepScores& scores, View logits,
+                                            View lse) const {
   const LayerState& state = cache.layer(layer);
   const LayerSteps& steps = layers_[layer];
   const auto optional = [](const std::shared_ptr<Tensor>& tensor) { return tensor ? view(*tensor) : View{}; };
-  return {view(*state.k), view(*state.v), view(*state.positions), scores.probabilities, scores.logits, scores.lse,
+  return {view(*state.k), view(*state.v), view(*state.positions), scores.probabilities, logits, lse,
           optional(steps.score_sums), optional(steps.score_counts)};
 }
 
@@ -117,17 +139,22 @@ bool EvictionPolicy::record_attention(Cache& cache, uint32_t layer, uint32_t n_q
   if (shape.evictions == 0 && !needs_scores()) return false;
   allocate(cache, layer, steps);
   const LayerState& state = cache.layer(layer);
+  // The decode's logits and lse, where the rule reads scores, in the layer's own tensor: a
+  // step's end reads them after later layers' attention.
+  const DecodeScoresLayout layout = decode_scores_layout(cache.config(), state.slot_stride);
+  const View logits = needs_scores() ? View{steps.decode_scores.get(), 0} : View{};
+  const View lse = needs_scores() ? View{steps.decode_scores.get(), layout.lse_offset} : View{};
   const ops::AttentionArgs attention{q, view(*state.k), view(*state.v), view(*state.positions), cache.turn_table(), out,
-                                     View{}, scores.logits, scores.lse};
-  const ops::DecodeEvictArgs args{attention, step_args(cache, layer, scores)};
+                                     View{}, logits, lse};
+  const ops::DecodeEvictArgs args{attention, step_args(cache, layer, StepScores{}, logits, lse)};
   Backend& backend = cache.backend();
-  const size_t candidate_bytes = backend.in_step() ? ops::deferred_candidates_bytes(backend, shape, args.eviction) : 0;
-  if (candidate_bytes > 0) {
-    Tensor& candidates = ensure(steps.candidates, backend, candidate_bytes);
-    steps.deferred = ops::decode_evict_deferring(backend, cache.attention_shape(layer, n_queries), shape, args, view(candidates));
-    if (steps.deferred) cache.leave_for_step_end();
+  const ops::AttentionShape attention_shape = cache.attention_shape(layer, n_queries);
+  if (backend.in_step() && ops::can_defer_eviction(backend, shape, args.eviction)) {
+    steps.deferred = ops::decode_evict_deferring(backend, attention_shape, shape, args,
+                                                 View{steps.decode_scores.get(), layout.candidates_offset});
+    cache.leave_for_step_end();
   } else {
-    ops::decode_evict(backend, cache.attention_shape(layer, n_queries), shape, args);
+    ops::decode_evict(backend, attention_shape, shape, args);
   }
   steps.step_recorded = true;
   return true;
@@ -176,7 +203,7 @@ void EvictionPolicy::after_attend(Cache& cache, uint32_t layer, const StepScores
 size_t EvictionPolicy::device_bytes_held() const {
   size_t total = 0;
   const auto add = [&](const std::shared_ptr<Tensor>& tensor) { total += tensor ? tensor->bytes() : 0; };
-  for (const LayerSteps& steps : layers_) add(steps.score_sums), add(steps.score_counts), add(steps.candidates);
+  for (const LayerSteps& steps : layers_) add(steps.score_sums), add(steps.score_counts), add(steps.decode_scores);
   for (const auto* tensor : {&window_queries_, &window_out_, &window_scores_, &prefill_scratch_, &spare_k_, &spare_v_}) add(*tensor);
   return total;
 }

@@ -46,19 +46,20 @@ class EvictionPolicy : public Policy {
   // A decode step's attention and eviction as one op (ops/decode_evict.h).
   bool record_attention(Cache& cache, uint32_t layer, uint32_t n_queries, View q, View out, const StepScores& scores) override;
   void after_attend(Cache& cache, uint32_t layer, const StepScores& scores) override;
-  // Inside a step, H2O's and TreeKV's decode steps leave their evictions for the step's end
-  // (ops/decode_evict.h): every layer's then takes one dispatch.
+  // Inside a step, H2O's, TOVA's and TreeKV's decode steps leave their scoring and eviction for
+  // the step's end (ops/decode_evict.h): every layer's then takes two dispatches.
   void settle(Cache& cache, uint32_t layer) override;
   void record_step_end(Cache& cache) override;
   void on_reset() override;
   size_t device_bytes_held() const override;
 
  private:
-  // Per layer: S and C on the device (allocated at the layer's first step), the candidates a
-  // deferred step leaves, and what the host knows: tokens already scored, TreeKV's scope index
-  // idx - 1, and the eviction left for the step's end (the host's books already count it done).
+  // Per layer: S and C on the device and, under the rules that read scores, the decode's
+  // logits, lse and the victim's candidates (decode_scores; all allocated at the layer's first
+  // step); and what the host knows: tokens already scored, TreeKV's scope index idx - 1, and
+  // the step left for the step's end (the host's books already count it done).
   struct LayerSteps {
-    std::shared_ptr<Tensor> score_sums, score_counts, candidates;
+    std::shared_ptr<Tensor> score_sums, score_counts, decode_scores;
     std::optional<ops::DeferredEviction> deferred;
     uint64_t scored_through = 0;
     uint32_t tree_index = 0;
@@ -67,7 +68,8 @@ class EvictionPolicy : public Policy {
   void allocate(Cache& cache, uint32_t layer, LayerSteps& steps) const;
   // The step after an attend of n_queries (with nothing to evict, evictions 0) and its operands.
   ops::EvictionShape step_shape(const Cache& cache, uint32_t layer, uint32_t n_queries) const;
-  ops::EvictionArgs step_args(const Cache& cache, uint32_t layer, const StepScores& scores) const;
+  // With `logits` and `lse`, a decode step's (record_attention), else `scores`.
+  ops::EvictionArgs step_args(const Cache& cache, uint32_t layer, const StepScores& scores, View logits = {}, View lse = {}) const;
   // TreeKV §4.2: a prompt chunk that leaves more than c slots is cut down once by blocks.
   void prefill_by_blocks(Cache& cache, uint32_t layer);
 

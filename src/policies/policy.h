@@ -14,13 +14,11 @@ namespace kvc {
 class Cache;
 
 // A step's attention scores as a policy that needs them receives them: per kv head and slot
-// probabilities (a chunk, or a call that asked for scores), or for a decode step the query
-// heads' logits and log-sum-exps (ops/attention.h), which the policy's op turns into
-// probabilities itself, one dispatch fewer per layer than the probabilities.
+// probabilities (a chunk, or a call that asked for scores). A decode step of a policy that
+// takes_decode_logits() comes without them: the policy keeps the decode's logits and
+// log-sum-exps and forms the probabilities itself, a dispatch fewer per layer.
 struct StepScores {
   View probabilities;  // f32 [num_kv_heads][slots attended]
-  View logits;         // f32 [num_q_heads][slots attended]
-  View lse;            // f32 [num_q_heads]
 };
 
 // Where an append's tokens land: token i at first_slot + i, and from token wrap_after on at
@@ -96,7 +94,8 @@ class Policy {
   virtual bool keeps_positions() const { return false; }
   // Whether after_attend needs the attention scores.
   virtual bool needs_scores() const { return false; }
-  // Whether a decode step's scores reach after_attend as logits rather than probabilities.
+  // Whether a decode step with no scores asked for reaches the policy without probabilities
+  // (StepScores): its record_attention records the step from the decode's logits, which it keeps.
   virtual bool takes_decode_logits() const { return false; }
 
   // Called inside the attend submission, after attention was recorded; `scores` holds the

@@ -3,15 +3,14 @@
 // the attention scores kvc_attend reports (support/eviction_stream's formula), with positions
 // re-assigned to ranks; the sinks and the recent window stay, and the size never exceeds c.
 // A twin cache takes the same tokens and queries without asking for scores, the engine's
-// decode step (on Vulkan the eviction with the attention's merge dispatch, ops/decode_evict.h,
-// by either route of the scored rules): it must give the same outputs and hold the same rows in
-// the same slots.
+// decode step (on Vulkan STREAMING's eviction in the attention's merge dispatch and the scored
+// rules' in eviction_scores and evict_one, ops/decode_evict.h): it must give the same outputs
+// and hold the same rows in the same slots.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <map>
 #include <string>
-#include <utility>
 
 #include "common/dtype.h"
 #include "support/api_helpers.h"
@@ -52,14 +51,9 @@ TEST_CASE("eviction policies keep what their papers' rules keep, on Vulkan and o
                               {KVC_POLICY_TOVA, 0, ops::EvictionRule::CurrentQuery},
                               {KVC_POLICY_TREEKV, 0, ops::EvictionRule::Tree},
                               {KVC_POLICY_TREEKV, 1, ops::EvictionRule::TreeLeft}};
-  // On Vulkan the twin's scored steps take each route (KVC_SCORED_EVICTION; a cache this small
-  // takes eviction_step's by default).
-  const std::pair<kvc_backend, const char*> runs[] = {
-      {KVC_BACKEND_VULKAN, nullptr}, {KVC_BACKEND_VULKAN, "blocks"}, {KVC_BACKEND_CPU, nullptr}};
-  for (const auto& [backend, route] : runs)
+  for (kvc_backend backend : {KVC_BACKEND_VULKAN, KVC_BACKEND_CPU})
     for (kvc_dtype dtype : {KVC_DTYPE_F32, KVC_DTYPE_F16})
       for (const PolicyCase& policy_case : cases) {
-        const test::EnvironmentSetting scored_route("KVC_SCORED_EVICTION", route);
         const Dtype storage = static_cast<Dtype>(dtype);
         test::ContextPtr context = test::make_context(backend);
         REQUIRE(context);
@@ -80,7 +74,7 @@ TEST_CASE("eviction policies keep what their papers' rules keep, on Vulkan and o
         // Per layer and kv head: each appended K row -> its token index (random rows are distinct).
         std::vector<std::vector<std::map<std::vector<unsigned char>, uint32_t>>> token_of_row(
             desc.num_layers, std::vector<std::map<std::vector<unsigned char>, uint32_t>>(kv));
-        INFO("backend ", backend, " route ", std::string(route ? route : "default"), " ", std::string(dtype_name(storage)), " policy ",
+        INFO("backend ", backend, " ", std::string(dtype_name(storage)), " policy ",
              policy_case.policy, " left ", policy_case.select_left_token);
         bool comparable = true;
         for (uint32_t token = 0; token < tokens && comparable; ++token)

@@ -1,16 +1,14 @@
-// decode_evict on Vulkan, where the eviction shares the dispatch that merges the decode's
-// splits: STREAMING's single eviction (evict_one beside the merge's workgroups) and the scored
-// rules' step from the decode's logits (decode_merge_scores: the merge's dispatch scores the
-// slots in blocks over many workgroups, then evict_one chooses from the blocks' candidates and
-// evicts), each against the same step as two ops on Vulkan (attention, then eviction_step) bit
-// for bit (outputs, kept tokens, ranks, S and C), and against the CPU reference
-// (decode_evict_cpu): STREAMING's choices read no score, so both backends keep the same tokens
-// at every step; the scored rules' choices may part at a near tie of S (f32 sums of exp, whose
-// rounding the backends need not share), so their outputs are compared while no eviction has
-// happened (scoring only) and at the first, whose attention precedes it. eviction_step's own
-// test compares its choices with the CPU's on scores made free of near ties. The blocks' route
-// is taken by default past 4096 slots; KVC_SCORED_EVICTION=blocks asks decode_evict for it on
-// the smaller shapes here.
+// decode_evict on Vulkan: STREAMING's single eviction in the dispatch that merges the decode's
+// splits (evict_one beside the merge's workgroups), and the scored rules' step from the
+// decode's logits (attention, then eviction_scores over many workgroups and evict_one, which a
+// step may leave for its end: decode_evict_deferring, evict_deferred), each against the same
+// step as two ops on Vulkan (attention, then eviction_step) bit for bit (outputs, kept tokens,
+// ranks, S and C), and against the CPU reference (decode_evict_cpu): STREAMING's choices read
+// no score, so both backends keep the same tokens at every step; the scored rules' choices may
+// part at a near tie of S (f32 sums of exp, whose rounding the backends need not share), so
+// their outputs are compared while no eviction has happened (scoring only) and at the first,
+// whose attention precedes it. eviction_step's own test compares its choices with the CPU's on
+// scores made free of near ties.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -158,12 +156,11 @@ TEST_CASE("decode_evict on Vulkan: STREAMING's eviction in the merge's dispatch 
   CHECK(test::validation_messages() == 0);
 }
 
-TEST_CASE("decode_evict on Vulkan: H2O's and TreeKV's step in the merge's dispatch equals attention, then eviction_step") {
+TEST_CASE("decode_evict on Vulkan: H2O's, TOVA's and TreeKV's step over many workgroups equals attention, then eviction_step") {
   Backend* gpu = test::vulkan_backend();
   REQUIRE(gpu != nullptr);
-  // The route a cache this small takes by default is eviction_step's: these shapes ask for the blocks'.
-  const test::EnvironmentSetting route("KVC_SCORED_EVICTION", "blocks");
-  for (ops::EvictionRule rule : {ops::EvictionRule::Accumulated, ops::EvictionRule::Tree, ops::EvictionRule::TreeLeft}) {
+  for (ops::EvictionRule rule : {ops::EvictionRule::Accumulated, ops::EvictionRule::CurrentQuery, ops::EvictionRule::Tree,
+                                 ops::EvictionRule::TreeLeft}) {
     // One slot block per kv head: scoring alone for 53 steps, then an eviction a step.
     compare_decode(*gpu, rule, Dtype::F32, 1, 53, 120, 40);
     compare_decode(*gpu, rule, Dtype::F16, 4, 53, 120, 40);
@@ -175,16 +172,16 @@ TEST_CASE("decode_evict on Vulkan: H2O's and TreeKV's step in the merge's dispat
   // No recent window: the newest token, in the last slot, may be H2O's victim (the freed slot is
   // the last one, nothing moves).
   compare_decode(*gpu, ops::EvictionRule::Accumulated, Dtype::F32, 2, 53, 160, 40, {24, 0, 0});
-  // A group of 8 (the most the blocks take) at head_dim 128: 35 splits a query head, whose
-  // statistics each block folds for 8 heads at once.
-  compare_decode(*gpu, ops::EvictionRule::Accumulated, Dtype::F16, 8, 1100, 1120, 560, {128, 19, 0});
+  // A group of 16 at head_dim 128.
+  compare_decode(*gpu, ops::EvictionRule::Accumulated, Dtype::F16, 16, 1100, 1120, 560, {128, 19, 0});
   CHECK(test::validation_messages() == 0);
 }
 
-TEST_CASE("decode_evict on Vulkan: H2O's and TreeKV's evictions left for the step's end, many layers in one dispatch") {
+TEST_CASE("decode_evict on Vulkan: H2O's, TOVA's and TreeKV's evictions left for the step's end, many layers a dispatch") {
   Backend* gpu = test::vulkan_backend();
   REQUIRE(gpu != nullptr);
-  for (ops::EvictionRule rule : {ops::EvictionRule::Accumulated, ops::EvictionRule::Tree, ops::EvictionRule::TreeLeft}) {
+  for (ops::EvictionRule rule : {ops::EvictionRule::Accumulated, ops::EvictionRule::CurrentQuery, ops::EvictionRule::Tree,
+                                 ops::EvictionRule::TreeLeft}) {
     // Three layers alike (one dispatch) and one of another size (a dispatch of its own).
     compare_deferred(*gpu, rule, Dtype::F32, 1, {37, 37, 37, 41}, 90, 30);
     compare_deferred(*gpu, rule, Dtype::F16, 4, {37, 41, 37}, 90, 45);

@@ -51,12 +51,8 @@ EvictionStream::EvictionStream(Backend& backend_in, const ops::EvictionShape& se
   if (ops::rule_keeps_sums(shape.rule) && shape.num_q_heads > 0) {
     logits = make_poisoned(backend, size_t(shape.num_q_heads) * shape.slot_stride * 4);
     lse = make_poisoned(backend, size_t(shape.num_q_heads) * 4);
-    // The deferred route's candidates for the most slots a step holds, where the backend defers.
-    ops::EvictionShape fullest = shape;
-    fullest.slots_held = shape.slot_stride, fullest.num_queries = 1, fullest.evictions = 1;
-    const ops::EvictionArgs args{view(*k), view(*v), view(*positions), View{}, view(*logits), view(*lse), view(*sums), view(*counts)};
-    const size_t bytes = ops::deferred_candidates_bytes(backend, fullest, args);
-    if (bytes > 0) candidates = make_poisoned(backend, bytes);
+    // The deferred route's candidates, for the most slots a step holds.
+    candidates = make_poisoned(backend, ops::deferred_candidates_bytes(shape.num_kv_heads, shape.slot_stride));
   }
 }
 
@@ -121,9 +117,7 @@ std::optional<ops::DeferredEviction> EvictionStream::record_token_decode(View q,
       ops::decode_evict(backend, attention, step, {attend, evict});
       return std::nullopt;
     case DecodeRoute::Deferred: {
-      const size_t bytes = ops::deferred_candidates_bytes(backend, step, evict);
-      REQUIRE(bytes > 0);
-      REQUIRE(candidates->bytes() >= bytes);
+      REQUIRE(ops::can_defer_eviction(backend, step, evict));
       return ops::decode_evict_deferring(backend, attention, step, {attend, evict}, view(*candidates));
     }
   }
