@@ -161,7 +161,7 @@ void add_eviction_rows(Backend& backend, const Timing& timing, const RowOptions&
       layer.sums = std::make_unique<Tensor>(backend, size_t(kKvHeads) * slots * 4);
       layer.counts = std::make_unique<Tensor>(backend, size_t(kKvHeads) * slots * 4);
       // As the cache records a decode step: attention writes the logits and lse and the step
-      // forms the scores (ops::rule_takes_logits); a step that defers keeps them per layer.
+      // forms the scores; a step that defers keeps them per layer, as the policy does.
       layer.logits = std::make_unique<Tensor>(backend, size_t(kQHeads) * slots * 4);
       layer.lse = std::make_unique<Tensor>(backend, size_t(kQHeads) * 4);
     }

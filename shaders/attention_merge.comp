@@ -4,7 +4,6 @@
 // block) writes its share of the head's output, block 0 the log-sum-exp (read by
 // attention_scores).
 #extension GL_GOOGLE_include_directive : require
-#extension GL_EXT_control_flow_attributes : require
 
 layout(local_size_x_id = 0) in;  // a power of two
 layout(constant_id = 1) const uint HEAD_DIM = 128;

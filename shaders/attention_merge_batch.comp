@@ -3,7 +3,6 @@
 // combines the cache's splits of that head into its share of the cache's own output, an
 // element of the binding array.
 #extension GL_GOOGLE_include_directive : require
-#extension GL_EXT_control_flow_attributes : require
 
 layout(local_size_x_id = 0) in;  // a power of two
 layout(constant_id = 1) const uint HEAD_DIM = 128;

@@ -253,9 +253,10 @@ typedef struct kvc_cache_desc {
  * re-assign positions after eviction; an evicted token's slot takes the newest token, so
  * kvc_cache_read returns slots in no particular order, each with its rank as position.
  * H2O, TOVA and TREEKV keep each layer's decode logits (num_q_heads floats per slot, about 3%
- * of K and V at 32 query heads, 8 kv heads and head_dim 128; kvc_cache_stats counts them): on
- * Vulkan, inside a step (kvc_step_begin) a decode step records its attention alone, as FULL's
- * does, and the step's end scores and evicts in every layer at once, with the same results. */
+ * of an f16 cache's K and V at 32 query heads, 8 kv heads and head_dim 128; kvc_cache_stats
+ * counts them): on Vulkan, inside a step (kvc_step_begin) a decode step records its attention
+ * alone, as FULL's does, and the step's end scores and evicts in its layers together (up to 32
+ * alike a dispatch where the device indexes buffer arrays), with the same results. */
 typedef struct kvc_eviction_params {
     uint32_t struct_size;
     uint32_t sinks;         /* first tokens never evicted; default 4 */
@@ -642,12 +643,14 @@ KVC_API kvc_status kvc_step_begin(kvc_context* context);
  * buffers. Host inputs are staged as usual. */
 KVC_API kvc_status kvc_step_begin_commands(kvc_context* context, void* command_buffer);
 
-/* Ends the open step: submits libkvc's command buffer without waiting (a step begun with
- * kvc_step_begin), or records the closing barrier into the application's (begun with
- * kvc_step_begin_commands; the application submits it). Fails with KVC_ERROR_BAD_STATE and
- * submits nothing when a call in the step failed on the device (out of memory, a Vulkan error;
- * argument and state errors record nothing), and with the submission's status when the
- * submission fails; either way every cache the step used is back as it was at kvc_step_begin.
+/* Ends the open step: records the work its calls left for its end (the H2O, TOVA and TREEKV
+ * caches' scoring and eviction, layers alike together), then submits libkvc's command buffer
+ * without waiting (a step begun with kvc_step_begin), or records the closing barrier into the
+ * application's (begun with kvc_step_begin_commands; the application submits it). Fails with
+ * KVC_ERROR_BAD_STATE and submits nothing when a call in the step failed on the device (out of
+ * memory, a Vulkan error; argument and state errors record nothing), with that status when
+ * recording the left work fails, and with the submission's status when the submission fails;
+ * either way every cache the step used is back as it was at kvc_step_begin.
  * Do not submit an application's command buffer that holds a failed step. */
 KVC_API kvc_status kvc_step_end(kvc_context* context);
 

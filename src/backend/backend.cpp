@@ -151,7 +151,7 @@ void Backend::record_step_end_work() {
   for (StepEndWork* item : work) {
     begin();
     try {
-      item->record_step_end(*this);
+      item->record_step_end();
     } catch (...) {
       operation_open_ = false;
       throw;

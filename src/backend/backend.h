@@ -50,7 +50,7 @@ class Participant {
 // operations left (a decode step's evictions, every layer's at once: ops/decode_evict.h).
 class StepEndWork {
  public:
-  virtual void record_step_end(Backend& backend) = 0;  // records it, inside an operation
+  virtual void record_step_end() = 0;  // records it, inside an operation
  protected:
   ~StepEndWork() = default;
 };

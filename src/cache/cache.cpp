@@ -292,7 +292,7 @@ void Cache::finish_attend(uint32_t layer_index, uint32_t n_queries, View q, cons
 
 void Cache::end_prefill() {
   begin_change();
-  for (uint32_t layer_index = 0; layer_index < config_.num_layers; ++layer_index) policy_->settle(*this, layer_index);
+  policy_->settle_all(*this);
   policy_->end_prefill(*this);
   backend_.submit();
 }

@@ -90,10 +90,10 @@ class Cache : public Participant, public StepEndWork {
   // whose positions never change): attention then reads them as stored, as an engine's cache
   // does, and kvc_cache_read rotates them back.
   bool keys_rotated() const { return config_.rope.enabled() && policy_->keeps_positions(); }
-  // The policy left work on the device for the open step's end (Policy::record_step_end),
+  // The policy left work on the device for the open step's end (Policy::settle_all),
   // where many layers' take one dispatch.
   void leave_for_step_end() { backend_.leave_for_step_end(*this); }
-  void record_step_end(Backend&) override { policy_->record_step_end(*this); }
+  void record_step_end() override { policy_->settle_all(*this); }
   size_t bytes_per_slot() const;
   size_t device_bytes_held() const;
   uint64_t compressions() const { return compressions_; }

@@ -28,10 +28,6 @@ enum class EvictionRule : uint32_t {
 // Whether a rule keeps a per-slot score sum S, and whether it keeps a count C (TreeKV's S / C).
 inline bool rule_keeps_sums(EvictionRule rule) { return rule != EvictionRule::Oldest; }
 inline bool rule_keeps_counts(EvictionRule rule) { return rule == EvictionRule::Tree || rule == EvictionRule::TreeLeft; }
-// Whether a decode step's scores reach the rule as logits and log-sum-exps (attention writes no
-// probabilities; the eviction forms them): every rule that reads scores.
-inline bool rule_takes_logits(EvictionRule rule) { return rule_keeps_sums(rule); }
-
 struct EvictionShape {
   EvictionRule rule = EvictionRule::Oldest;
   uint32_t num_kv_heads = 0;

@@ -22,8 +22,9 @@ namespace {
 // large cache and a small cache cheap; a power of two the device allows.
 constexpr uint32_t kMinWorkgroup = 64, kMaxWorkgroup = 1024, kSlotsPerThread = 4;
 constexpr uint32_t kOneEvictionWorkgroup = 256;  // evict_one: a thread a slot
-// eviction_scores: its workgroup and the slots each thread scores (kScoredBlockSlots a block).
-constexpr uint32_t kScoresWorkgroup = 128, kScoredSlotsPerThread = kScoredBlockSlots / kScoresWorkgroup;
+// eviction_scores: its workgroup, and the slots each thread scores, so 512 a workgroup (a slot
+// block, whose candidates take one entry).
+constexpr uint32_t kScoresWorkgroup = 128, kScoredSlotsPerThread = 4, kScoredBlockSlots = kScoresWorkgroup * kScoredSlotsPerThread;
 
 uint32_t workgroup_size(const vk::Device& device, uint32_t slots) {
   const VkPhysicalDeviceLimits& limits = device.properties().limits;
@@ -46,7 +47,7 @@ struct ScoresPush {
 };
 
 // Per kv head, candidate entries (push.entries) and the slot blocks that fill them
-// (score_blocks): evicted_candidates.glsl's layout for a step of `shape`.
+// (score_blocks): evicted_candidates.glsl's layout for a step over `slots` slots.
 struct CandidateLayout {
   uint32_t entries = 0;
   uint32_t score_blocks = 0;
@@ -82,21 +83,26 @@ std::vector<std::vector<size_t>> layer_dispatches(const std::vector<DeferredEvic
   return dispatches;
 }
 
+// The binding arrays' length of a dispatch of `group`: one for a single layer (the kernels'
+// single-layer form, whose arrays need no dynamic indexing and bind few descriptors), else
+// `per_dispatch`, fixed per device so that the many-layer form has one pipeline.
+uint32_t binding_array_length(const std::vector<size_t>& group, uint32_t per_dispatch) {
+  return group.size() > 1 ? per_dispatch : 1u;
+}
+
 // Single evictions of `members` of `layers` (evict_one, a thread a slot; one layer each in the
 // grid's z): STREAMING's, with `merge` (one layer) in the merge's dispatch, or a scored rule's
 // from the candidates eviction_scores left.
 void record_one_evictions(Backend& backend, const std::vector<DeferredEviction>& layers, const std::vector<size_t>& members,
                           const MergeBindings* merge) {
-  // The binding arrays' length: fixed per device, so that the kernel has one pipeline whatever
-  // a step holds.
   const uint32_t per_dispatch = merge ? 0 : batch_caches_per_dispatch(backend, kOneEvictionArrays, kOneEvictionSingles);
-  const uint32_t length = std::max(per_dispatch, 1u);
   const auto alike = [](const EvictionShape& a, const EvictionShape& b) {
     return a.rule == b.rule && a.head_dim == b.head_dim && a.dtype == b.dtype && a.num_kv_heads == b.num_kv_heads &&
            a.slots_held == b.slots_held && a.slot_stride == b.slot_stride && a.sinks == b.sinks && a.tree_span == b.tree_span &&
            a.tree_first == b.tree_first;
   };
   for (const std::vector<size_t>& group : layer_dispatches(layers, members, per_dispatch, alike)) {
+    const uint32_t length = binding_array_length(group, per_dispatch);
     const EvictionShape& shape = layers[group.front()].shape;
     const uint32_t workgroup = merge ? kMergeWorkgroup : kOneEvictionWorkgroup;  // a merge's workgroup is the merge's size
     const uint32_t merge_blocks = merge_dim_blocks(shape.head_dim);
@@ -122,7 +128,7 @@ void record_one_evictions(Backend& backend, const std::vector<DeferredEviction>&
          [](const DeferredEviction& layer) { return slice_or(layer.candidates, layer.args.positions); }});
     buffers.insert(buffers.end(), kept.begin(), kept.end());
     backend.recorder().dispatch(
-        {"evict_one", 9, sizeof(push),
+        {length > 1 ? "evict_one_layers" : "evict_one", 9, sizeof(push),
          {workgroup, shape.head_dim, shape.dtype == Dtype::F16, merge != nullptr, uint32_t(shape.rule), length},
          {length, length, length, 1, 1, 1, length, length, length}},
         buffers, &push, groups_x, shape.num_kv_heads, static_cast<uint32_t>(group.size()));
@@ -132,7 +138,6 @@ void record_one_evictions(Backend& backend, const std::vector<DeferredEviction>&
 // The scores and candidates of every layer's step (eviction_scores).
 void record_scores(Backend& backend, const std::vector<DeferredEviction>& layers) {
   const uint32_t per_dispatch = batch_caches_per_dispatch(backend, kScoresArrays, 0);
-  const uint32_t length = std::max(per_dispatch, 1u);
   const auto alike = [](const EvictionShape& a, const EvictionShape& b) {
     return a.rule == b.rule && a.num_kv_heads == b.num_kv_heads && a.num_q_heads == b.num_q_heads &&
            a.slots_held == b.slots_held && a.slot_stride == b.slot_stride && a.new_slots == b.new_slots && a.sinks == b.sinks &&
@@ -142,6 +147,7 @@ void record_scores(Backend& backend, const std::vector<DeferredEviction>& layers
   std::vector<size_t> members(layers.size());
   for (size_t index = 0; index < layers.size(); ++index) members[index] = index;
   for (const std::vector<size_t>& group : layer_dispatches(layers, members, per_dispatch, alike)) {
+    const uint32_t length = binding_array_length(group, per_dispatch);
     const EvictionShape& shape = layers[group.front()].shape;
     const CandidateLayout candidates = candidate_layout(shape.slots_held);
     const ScoresPush push{shape.slots_held, shape.slot_stride, shape.new_slots,  shape.sinks,
@@ -155,7 +161,7 @@ void record_scores(Backend& backend, const std::vector<DeferredEviction>& layers
          [](const DeferredEviction& layer) { return slice(layer.args.score_sums); },
          [](const DeferredEviction& layer) { return slice_or(layer.args.score_counts, layer.args.positions); },
          [](const DeferredEviction& layer) { return slice(layer.candidates); }});
-    backend.recorder().dispatch({"eviction_scores", 6, sizeof(push),
+    backend.recorder().dispatch({length > 1 ? "eviction_scores_layers" : "eviction_scores", 6, sizeof(push),
                                  {kScoresWorkgroup, uint32_t(shape.rule), kScoredSlotsPerThread, length},
                                  {length, length, length, length, length, length}},
                                 buffers, &push, candidates.score_blocks,
@@ -167,8 +173,7 @@ void record_scores(Backend& backend, const std::vector<DeferredEviction>& layers
 }  // namespace
 
 bool scored_from_logits(const EvictionShape& shape, const EvictionArgs& args) {
-  return rule_keeps_sums(shape.rule) && shape.num_queries == 1 && shape.evictions <= 1 && args.logits && args.lse &&
-         shape.num_q_heads % shape.num_kv_heads == 0;
+  return rule_keeps_sums(shape.rule) && shape.num_queries == 1 && shape.evictions <= 1 && args.logits && args.lse;
 }
 
 size_t deferred_candidates_bytes(uint32_t num_kv_heads, uint32_t slots) {

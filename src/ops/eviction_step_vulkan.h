@@ -22,9 +22,6 @@ struct MergeBindings {
 // step's attention (H2O, TOVA, TreeKV), its scores given as the decode's logits and lse, one
 // query, evicting one token or none.
 bool scored_from_logits(const EvictionShape& shape, const EvictionArgs& args);
-// Slots of one kv head each eviction_scores workgroup scores: a block, whose candidates take
-// one entry (deferred_candidates_bytes).
-constexpr uint32_t kScoredBlockSlots = 512;
 // Records such steps' scoring, every layer's, then their evictions (layers alike in the
 // kernels' constants, in an engine's step every layer, share each dispatch).
 void record_scored_evictions(Backend& backend, const std::vector<DeferredEviction>& evictions);

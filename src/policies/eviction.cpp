@@ -52,7 +52,7 @@ void EvictionPolicy::allocate(Cache& cache, uint32_t layer, LayerSteps& steps) c
     steps.score_sums = std::make_unique<Tensor>(cache.backend(), slots * sizeof(float));
   if (ops::rule_keeps_counts(settings_.rule) && !steps.score_counts)
     steps.score_counts = std::make_unique<Tensor>(cache.backend(), slots * sizeof(uint32_t));
-  if (ops::rule_takes_logits(settings_.rule))
+  if (needs_scores())
     ensure(steps.decode_scores, cache.backend(), decode_scores_layout(cache.config(), slot_stride).bytes);
 }
 
@@ -149,12 +149,15 @@ bool EvictionPolicy::record_attention(Cache& cache, uint32_t layer, uint32_t n_q
   const ops::DecodeEvictArgs args{attention, step_args(cache, layer, StepScores{}, logits, lse)};
   Backend& backend = cache.backend();
   const ops::AttentionShape attention_shape = cache.attention_shape(layer, n_queries);
-  if (backend.in_step() && ops::can_defer_eviction(backend, shape, args.eviction)) {
+  if (!ops::can_defer_eviction(backend, shape, args.eviction)) {
+    ops::decode_evict(backend, attention_shape, shape, args);
+  } else if (backend.in_step()) {
     steps.deferred = ops::decode_evict_deferring(backend, attention_shape, shape, args,
                                                  View{steps.decode_scores.get(), layout.candidates_offset});
     cache.leave_for_step_end();
   } else {
-    ops::decode_evict(backend, attention_shape, shape, args);
+    ops::evict_deferred(backend, {ops::decode_evict_deferring(backend, attention_shape, shape, args,
+                                                              View{steps.decode_scores.get(), layout.candidates_offset})});
   }
   steps.step_recorded = true;
   return true;
@@ -167,7 +170,7 @@ void EvictionPolicy::settle(Cache& cache, uint32_t layer) {
   deferred.reset();
 }
 
-void EvictionPolicy::record_step_end(Cache& cache) {
+void EvictionPolicy::settle_all(Cache& cache) {
   std::vector<ops::DeferredEviction> evictions;
   for (const LayerSteps& steps : layers_)
     if (steps.deferred) evictions.push_back(*steps.deferred);

@@ -42,14 +42,14 @@ class EvictionPolicy : public Policy {
   // Slots 0..held-1 hold ranks 0..held-1, so an appended token's rank is its slot.
   int32_t position_for_slot(const Cache&, uint32_t, uint32_t slot, uint64_t) const override { return int32_t(slot); }
   bool needs_scores() const override { return ops::rule_keeps_sums(settings_.rule); }
-  bool takes_decode_logits() const override { return ops::rule_takes_logits(settings_.rule); }
+  bool takes_decode_logits() const override { return needs_scores(); }
   // A decode step's attention and eviction as one op (ops/decode_evict.h).
   bool record_attention(Cache& cache, uint32_t layer, uint32_t n_queries, View q, View out, const StepScores& scores) override;
   void after_attend(Cache& cache, uint32_t layer, const StepScores& scores) override;
   // Inside a step, H2O's, TOVA's and TreeKV's decode steps leave their scoring and eviction for
   // the step's end (ops/decode_evict.h): every layer's then takes two dispatches.
   void settle(Cache& cache, uint32_t layer) override;
-  void record_step_end(Cache& cache) override;
+  void settle_all(Cache& cache) override;
   void on_reset() override;
   size_t device_bytes_held() const override;
 

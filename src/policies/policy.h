@@ -107,8 +107,8 @@ class Policy {
   // Work the policy left for the end of the step (Cache::leave_for_step_end) on `layer`,
   // recorded now: the cache calls it before it records anything else on the layer.
   virtual void settle(Cache& cache, uint32_t layer) { (void)cache, (void)layer; }
-  // All the work it left, at the step's end (inside an operation).
-  virtual void record_step_end(Cache& cache) { (void)cache; }
+  // All the work it left, every layer's together (the step's end, or an op on every layer).
+  virtual void settle_all(Cache& cache) { (void)cache; }
 
   // Called inside the attend submission after after_attend, with its queries (on the backend,
   // the cache dtype, [n_queries][num_q_heads][head_dim], before RoPE): the newest n_queries

@@ -132,9 +132,9 @@ TEST_CASE("eviction policies keep what their papers' rules keep, on Vulkan and o
 }
 
 TEST_CASE("eviction policies inside steps: the evictions left for a step's end equal the same calls one by one") {
-  // On Vulkan a step's H2O and TreeKV decode steps score in the merge's dispatch and evict
-  // every layer at the step's end (ops/decode_evict.h); a layer the step touches again is
-  // evicted first. Steps of three tokens of every layer take both paths.
+  // On Vulkan a step's H2O, TOVA and TreeKV decode steps record their attention alone and
+  // leave the scoring and eviction of every layer for the step's end (ops/decode_evict.h); a
+  // layer the step touches again settles first. Steps of three tokens of every layer take both.
   const uint32_t capacity = 24, sinks = 2, window = 5, tokens = 60, per_step = 3;
   const PolicyCase cases[] = {{KVC_POLICY_STREAMING, 0, ops::EvictionRule::Oldest},
                               {KVC_POLICY_H2O, 0, ops::EvictionRule::Accumulated},

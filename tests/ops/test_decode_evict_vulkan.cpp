@@ -88,9 +88,9 @@ void compare_decode(Backend& gpu, ops::EvictionRule rule, Dtype dtype, uint32_t 
 
 // A step's layers as `capacities.size()` streams under `rule` (3 kv heads of `group` query
 // heads, 5 sinks): each token's decode steps by decode_evict_deferring, layer after layer, then
-// their evictions by evict_deferred, all in one call (layers alike share its dispatch) or, every
-// third token, one call a layer (a layer settled before the step touches it again); against each
-// layer's same steps as attention, then eviction_step, bit for bit.
+// what they left by evict_deferred, all in one call (layers alike share its dispatches) or, every
+// third token, one call a layer (the single-layer kernels, as a settled layer takes them);
+// against each layer's same steps as attention, then eviction_step, bit for bit.
 void compare_deferred(Backend& gpu, ops::EvictionRule rule, Dtype dtype, uint32_t group, const std::vector<uint32_t>& capacities,
                       uint32_t steps, uint32_t batch) {
   const uint32_t kv_heads = 3, dim = 24, q_heads = kv_heads * group;

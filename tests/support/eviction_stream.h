@@ -35,7 +35,7 @@ struct EvictionStream {
   // Records appending the next token and a decode step over the slots held with `q`
   // ([num_q_heads][head_dim], the stream's dtype; settings.num_q_heads set) into `out`, by
   // `route`; the rules that read scores take the decode's logits and log-sum-exps (as the
-  // eviction policies do). Returns the deferred route's eviction, if the step evicts.
+  // eviction policies do). Returns what the deferred route left: the scoring, and the eviction if any.
   std::optional<ops::DeferredEviction> record_token_decode(View q, View out, DecodeRoute route);
   // Kept token indices per kv head, by rank; checks that every V row matches its K row.
   std::vector<std::vector<uint32_t>> kept_tokens();
