@@ -24,7 +24,7 @@ layout(local_size_x_id = 0) in;  // a power of two
 layout(constant_id = 1) const uint HEAD_DIM = 128;
 layout(constant_id = 2) const bool KV_F16 = false;
 layout(constant_id = 3) const bool MERGE = false;
-layout(constant_id = 4) const uint RULE = 0;  // ops::EvictionRule: Oldest, Accumulated, Tree or TreeLeft
+layout(constant_id = 4) const uint RULE = 0;  // ops::EvictionRule: Oldest, Accumulated, CurrentQuery, Tree or TreeLeft
 layout(constant_id = 5) const uint LAYERS = 1;  // the binding arrays' length; 1 with MERGE
 
 const uint RULE_OLDEST = 0, RULE_TREE = 3, RULE_TREE_LEFT = 4;

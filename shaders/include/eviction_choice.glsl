@@ -1,6 +1,6 @@
-// The eviction kernels' choice of a victim (eviction_step.comp, eviction_scores.comp and
-// evict_one.comp; the rules of ops/eviction_step.h): the lowest (score, rank) over a workgroup, and TreeKV's choice within
-// its scope. The includer enables GL_KHR_shader_subgroup_basic and _arithmetic and declares WG,
+// The eviction kernels' choice of a victim (eviction_step.comp, eviction_scores_kernel.glsl and
+// evict_one_kernel.glsl; the rules of ops/eviction_step.h): the lowest (score, rank) over a
+// workgroup, and TreeKV's choice within its scope. The includer enables GL_KHR_shader_subgroup_basic and _arithmetic and declares WG,
 // its workgroup size.
 
 const uint NONE = 0xFFFFFFFFu;

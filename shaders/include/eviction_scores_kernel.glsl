@@ -6,7 +6,7 @@
 // scores from the decode's logits and log-sum-exps (the merge's), updates S (and C)
 // with eviction_step.comp's expressions in its order, and leaves candidates for the victim
 // (evicted_candidates.glsl): the block's lowest (score, rank, slot), or the tree scope's
-// entries it holds. evict_one.comp then chooses from them and evicts, a thread a slot. A
+// entries it holds. evict_one_kernel.glsl then chooses from them and evicts, a thread a slot. A
 // decode step's layers run their attention alone, as FULL's do, and an engine's step scores
 // and evicts its layers in these two kernels at its end (ops/decode_evict.h), layers alike in
 // the kernels' constants in one dispatch each. The includer defines KVC_LAYER
@@ -18,8 +18,10 @@
 
 layout(local_size_x_id = 0) in;  // a power of two
 layout(constant_id = 1) const uint RULE = 1;  // ops::EvictionRule: Accumulated, CurrentQuery, Tree or TreeLeft
-layout(constant_id = 2) const uint SLOTS_PER_THREAD = 4;
-layout(constant_id = 3) const uint LAYERS = 1;  // the binding arrays' length
+layout(constant_id = 2) const uint LAYERS = 1;  // the binding arrays' length
+// Slots a thread scores (ops' kScoredSlotsPerThread): a fixed bound, since it sizes register
+// arrays (elements.glsl says why not a specialization constant).
+const uint SLOTS_PER_THREAD = 4;
 
 const uint RULE_CURRENT_QUERY = 2, RULE_TREE = 3, RULE_TREE_LEFT = 4;
 const bool KEEPS_COUNTS = RULE == RULE_TREE || RULE == RULE_TREE_LEFT;

@@ -4,9 +4,10 @@
 // microseconds) and over the dims: each workgroup takes one block of a head's dims
 // (merge_dim_blocks in ops/decode_split_vulkan.h; the merges give it the grid's z), finding the
 // head's statistics itself, so a step's merge is not left to one workgroup per query head.
-// The includer declares partials[] ([row][m, l, acc...]) and lse[], the constants HEAD_DIM, OUT_F16 and WG (its workgroup size, a power of two), and
-// names the output's uint words KVC_MERGE_OUT_WORDS; evict_one_kernel.glsl includes it to
-// merge in the eviction's dispatch (ops/decode_evict.h).
+// The includer declares partials[] ([row][m, l, acc...]) and lse[], the constants HEAD_DIM,
+// OUT_F16 and WG (its workgroup size, a power of two), and names the output's uint words
+// KVC_MERGE_OUT_WORDS; evict_one_kernel.glsl includes it to merge in the eviction's dispatch
+// (ops/decode_evict.h).
 #include "elements.glsl"
 
 const uint CHUNKS = HEAD_DIM / 4;  // of 4 dims; the dim blocks divide them

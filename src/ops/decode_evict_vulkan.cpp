@@ -45,6 +45,7 @@ DeferredEviction decode_evict_deferring(Backend& backend, const AttentionShape& 
 }
 
 void evict_deferred(Backend& backend, const std::vector<DeferredEviction>& evictions) {
+  if (evictions.empty()) return;
   require(!backend.is_cpu(), KVC_ERROR_INTERNAL, "evict_deferred on the CPU, which never defers");
   record_scored_evictions(backend, evictions);
 }

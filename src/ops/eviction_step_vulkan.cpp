@@ -2,9 +2,9 @@
 // which also forms the scores from decode logits (no decode_scores dispatch before it). A decode
 // step's single eviction under STREAMING's rule takes shaders/evict_one.comp, a thread a slot,
 // which may also be decode attention's merge. A decode step under a rule that reads its
-// attention, scored from the decode's logits, takes shaders/eviction_scores.comp (the scores
-// and the victim's candidates, over many workgroups) and evict_one, both over many layers at
-// once where a step left them (ops/decode_evict.h).
+// attention, scored from the decode's logits, takes eviction_scores (the scores and the
+// victim's candidates, over many workgroups) and evict_one, in their _layers forms over many
+// layers at once where a step left them (ops/decode_evict.h).
 #include <algorithm>
 #include <functional>
 
@@ -22,8 +22,8 @@ namespace {
 // large cache and a small cache cheap; a power of two the device allows.
 constexpr uint32_t kMinWorkgroup = 64, kMaxWorkgroup = 1024, kSlotsPerThread = 4;
 constexpr uint32_t kOneEvictionWorkgroup = 256;  // evict_one: a thread a slot
-// eviction_scores: its workgroup, and the slots each thread scores, so 512 a workgroup (a slot
-// block, whose candidates take one entry).
+// eviction_scores: its workgroup, and the slots each thread scores (the shader's fixed
+// SLOTS_PER_THREAD), so 512 a workgroup (a slot block, whose candidates take one entry).
 constexpr uint32_t kScoresWorkgroup = 128, kScoredSlotsPerThread = 4, kScoredBlockSlots = kScoresWorkgroup * kScoredSlotsPerThread;
 
 uint32_t workgroup_size(const vk::Device& device, uint32_t slots) {
@@ -162,7 +162,7 @@ void record_scores(Backend& backend, const std::vector<DeferredEviction>& layers
          [](const DeferredEviction& layer) { return slice_or(layer.args.score_counts, layer.args.positions); },
          [](const DeferredEviction& layer) { return slice(layer.candidates); }});
     backend.recorder().dispatch({length > 1 ? "eviction_scores_layers" : "eviction_scores", 6, sizeof(push),
-                                 {kScoresWorkgroup, uint32_t(shape.rule), kScoredSlotsPerThread, length},
+                                 {kScoresWorkgroup, uint32_t(shape.rule), length},
                                  {length, length, length, length, length, length}},
                                 buffers, &push, candidates.score_blocks,
                                 shape.rule == EvictionRule::CurrentQuery ? 1u : shape.num_kv_heads,  // TOVA's: kv heads in turn

@@ -131,7 +131,7 @@ ops::EvictionArgs EvictionPolicy::step_args(const Cache& cache, uint32_t layer, 
 
 bool EvictionPolicy::record_attention(Cache& cache, uint32_t layer, uint32_t n_queries, View q, View out,
                                       const StepScores& scores) {
-  // A decode step whose scores, if any, are the cache's logits: a caller's scores, or a chunk,
+  // A decode step whose scores, if any, are its own logits: a caller's scores, or a chunk,
   // take attention and then the step (after_attend).
   if (n_queries != 1 || scores.probabilities) return false;
   LayerSteps& steps = layers_[layer];
@@ -174,6 +174,7 @@ void EvictionPolicy::settle_all(Cache& cache) {
   std::vector<ops::DeferredEviction> evictions;
   for (const LayerSteps& steps : layers_)
     if (steps.deferred) evictions.push_back(*steps.deferred);
+  if (evictions.empty()) return;
   ops::evict_deferred(cache.backend(), evictions);
   for (LayerSteps& steps : layers_) steps.deferred.reset();
 }

@@ -1,7 +1,8 @@
 // Decode-time eviction at a fixed cache size c per layer, the loop shared by StreamingLLM
 // (Xiao et al. 2023, §3.2), H2O (Zhang et al. 2023), TOVA (Oren et al. 2024) and
 // TreeKV (He et al., §4.1, Algorithm 1): append -> attend -> update per-slot scores ->
-// evict one token when over c, all recorded in the attend submission, no host round trip.
+// evict one token when over c, all on the device with no host round trip: in the attend's
+// submission, or inside a step at the step's end (ops/decode_evict.h).
 // The sinks and the recent window are never evicted; TreeKV's paper keeps the same layout for
 // every method it compares (4 sinks + 508 recent + 512 selected at c = 1024, §5.2), and runs
 // all of them far past Llama-2's 4k positions (16k contexts, a 10M-token stream, §5.2), which
@@ -47,7 +48,8 @@ class EvictionPolicy : public Policy {
   bool record_attention(Cache& cache, uint32_t layer, uint32_t n_queries, View q, View out, const StepScores& scores) override;
   void after_attend(Cache& cache, uint32_t layer, const StepScores& scores) override;
   // Inside a step, H2O's, TOVA's and TreeKV's decode steps leave their scoring and eviction for
-  // the step's end (ops/decode_evict.h): every layer's then takes two dispatches.
+  // the step's end (ops/decode_evict.h), where layers alike share two dispatches (up to 32 layers
+  // each); a layer touched again before settles on its own.
   void settle(Cache& cache, uint32_t layer) override;
   void settle_all(Cache& cache) override;
   void on_reset() override;

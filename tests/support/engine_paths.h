@@ -383,8 +383,8 @@ struct ChunkReport {
   uint32_t n_tokens;        // the chunk's
 };
 
-// Feeds `c`'s stream (the same random inputs to every feed) chunk by chunk; the policies that
-// act at the prompt's end end it with its last chunk. Scores are asked for on every other chunk
+// Feeds `c`'s stream (the same random inputs to every feed) chunk by chunk; the last prompt
+// chunk ends the prompt, under every policy (those that do not act at its end ignore it). Scores are asked for on every other chunk
 // (FAEDKV and FOURIER have none once the prompt ended). After each
 // chunk, every feed's results go to `compare`, and a window policy's device bytes are checked
 // against what it allocates. Returns every feed's layer snapshots, taken right after the last
@@ -396,7 +396,7 @@ std::vector<std::vector<LayerSnapshot>> feed_stream(const PolicyCase& c, const k
   std::vector<std::vector<LayerSnapshot>> snapshots(feeds.size());
   for (size_t index = 0; index < chunks.size(); ++index) {
     const uint32_t n = chunks[index];
-    const bool in_prompt = index < c.prompt_chunks.size(), ends_prompt = acts_at_prompt_end(c.policy) && index + 1 == c.prompt_chunks.size();
+    const bool in_prompt = index < c.prompt_chunks.size(), ends_prompt = index + 1 == c.prompt_chunks.size();
     ChunkReport report{in_prompt ? "prompt chunk " + std::to_string(index) + " (" + std::to_string(n) + " tokens)"
                                  : "decode token " + std::to_string(index - c.prompt_chunks.size()),
                        !transforms_cache(c.policy) || cache_stats(feeds[0]->cache()).compressions == 0, n};
