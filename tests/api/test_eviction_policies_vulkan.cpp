@@ -42,26 +42,36 @@ test::CachePtr make_eviction_cache(kvc_context* context, kvc_dtype dtype, uint32
   return test::make_cache(context, desc);
 }
 
+// Every eviction policy, TreeKV with each of its choices.
+const PolicyCase kPolicyCases[] = {{KVC_POLICY_STREAMING, 0, ops::EvictionRule::Oldest},
+                                   {KVC_POLICY_H2O, 0, ops::EvictionRule::Accumulated},
+                                   {KVC_POLICY_TOVA, 0, ops::EvictionRule::CurrentQuery},
+                                   {KVC_POLICY_TREEKV, 0, ops::EvictionRule::Tree},
+                                   {KVC_POLICY_TREEKV, 1, ops::EvictionRule::TreeLeft}};
+
+// A cache of small_cache_desc's shape under `policy_case` with `sinks` and `window`.
+test::CachePtr make_case_cache(kvc_context* context, kvc_dtype dtype, uint32_t capacity, const PolicyCase& policy_case,
+                               uint32_t sinks, uint32_t window, kvc_cache_desc& desc) {
+  kvc_eviction_params params = eviction_params(sinks, window);
+  params.select_left_token = policy_case.select_left_token;
+  test::CachePtr cache = make_eviction_cache(context, dtype, capacity, policy_case.policy, params, desc);
+  desc.policy_params = nullptr;  // read at creation only: `params` goes now
+  return cache;
+}
+
 }  // namespace
 
 TEST_CASE("eviction policies keep what their papers' rules keep, on Vulkan and on the CPU") {
   const uint32_t capacity = 24, sinks = 2, window = 5, tokens = 60;
-  const PolicyCase cases[] = {{KVC_POLICY_STREAMING, 0, ops::EvictionRule::Oldest},
-                              {KVC_POLICY_H2O, 0, ops::EvictionRule::Accumulated},
-                              {KVC_POLICY_TOVA, 0, ops::EvictionRule::CurrentQuery},
-                              {KVC_POLICY_TREEKV, 0, ops::EvictionRule::Tree},
-                              {KVC_POLICY_TREEKV, 1, ops::EvictionRule::TreeLeft}};
   for (kvc_backend backend : {KVC_BACKEND_VULKAN, KVC_BACKEND_CPU})
     for (kvc_dtype dtype : {KVC_DTYPE_F32, KVC_DTYPE_F16})
-      for (const PolicyCase& policy_case : cases) {
+      for (const PolicyCase& policy_case : kPolicyCases) {
         const Dtype storage = static_cast<Dtype>(dtype);
         test::ContextPtr context = test::make_context(backend);
         REQUIRE(context);
-        kvc_eviction_params params = eviction_params(sinks, window);
-        params.select_left_token = policy_case.select_left_token;
         kvc_cache_desc desc;
-        test::CachePtr cache = make_eviction_cache(context.get(), dtype, capacity, policy_case.policy, params, desc);
-        test::CachePtr twin = make_eviction_cache(context.get(), dtype, capacity, policy_case.policy, params, desc);
+        test::CachePtr cache = make_case_cache(context.get(), dtype, capacity, policy_case, sinks, window, desc);
+        test::CachePtr twin = make_case_cache(context.get(), dtype, capacity, policy_case, sinks, window, desc);
         const uint32_t kv = desc.num_kv_heads, dim = desc.head_dim;
         const size_t row_bytes = dim * dtype_size(storage);
 
@@ -136,20 +146,13 @@ TEST_CASE("eviction policies inside steps: the evictions left for a step's end e
   // leave the scoring and eviction of every layer for the step's end (ops/decode_evict.h); a
   // layer the step touches again settles first. Steps of three tokens of every layer take both.
   const uint32_t capacity = 24, sinks = 2, window = 5, tokens = 60, per_step = 3;
-  const PolicyCase cases[] = {{KVC_POLICY_STREAMING, 0, ops::EvictionRule::Oldest},
-                              {KVC_POLICY_H2O, 0, ops::EvictionRule::Accumulated},
-                              {KVC_POLICY_TOVA, 0, ops::EvictionRule::CurrentQuery},
-                              {KVC_POLICY_TREEKV, 0, ops::EvictionRule::Tree},
-                              {KVC_POLICY_TREEKV, 1, ops::EvictionRule::TreeLeft}};
   for (kvc_dtype dtype : {KVC_DTYPE_F32, KVC_DTYPE_F16})
-    for (const PolicyCase& policy_case : cases) {
+    for (const PolicyCase& policy_case : kPolicyCases) {
       test::ContextPtr context = test::make_context(KVC_BACKEND_VULKAN);
       REQUIRE(context);
-      kvc_eviction_params params = eviction_params(sinks, window);
-      params.select_left_token = policy_case.select_left_token;
       kvc_cache_desc desc;
-      test::CachePtr one_by_one = make_eviction_cache(context.get(), dtype, capacity, policy_case.policy, params, desc);
-      test::CachePtr stepped = make_eviction_cache(context.get(), dtype, capacity, policy_case.policy, params, desc);
+      test::CachePtr one_by_one = make_case_cache(context.get(), dtype, capacity, policy_case, sinks, window, desc);
+      test::CachePtr stepped = make_case_cache(context.get(), dtype, capacity, policy_case, sinks, window, desc);
       INFO(std::string(dtype_name(static_cast<Dtype>(dtype))), " policy ", policy_case.policy, " left ",
            policy_case.select_left_token);
       for (uint32_t first = 0; first < tokens; first += per_step) {
