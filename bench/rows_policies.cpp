@@ -47,6 +47,10 @@ void add_freqkv_rows(Backend& backend, const Timing& timing, const RowOptions& o
   for (const Setting& setting : settings)
     for (Dtype dtype : {Dtype::F16, Dtype::F32}) {
       const uint32_t window = setting.window;
+      const std::string shape_label = "layers=" + std::to_string(layers) + " kvh=8 N=" + std::to_string(window) +
+                                      " S=" + std::to_string(setting.sinks) +
+                                      (setting.recent ? " R=" + std::to_string(setting.recent) : "") + " d=128";
+      if (!options.wants("freqkv_compress", shape_label)) continue;
       CacheConfig config;
       config.num_layers = layers;
       config.num_q_heads = kQHeads;
@@ -64,9 +68,7 @@ void add_freqkv_rows(Backend& backend, const Timing& timing, const RowOptions& o
       const bool fft = backend.is_cpu() || ops::frequency_compress_route(backend, shape) == ops::FrequencyCompressRoute::Fft;
       Row row;
       row.name = "freqkv_compress";
-      row.shape = "layers=" + std::to_string(layers) + " kvh=8 N=" + std::to_string(window) + " S=" + std::to_string(setting.sinks) +
-                  (setting.recent ? " R=" + std::to_string(setting.recent) : "") + " d=128" +
-                  (backend.is_cpu() ? "" : fft ? " fft" : " dense");
+      row.shape = shape_label + (backend.is_cpu() ? "" : fft ? " fft" : " dense");
       row.dtype = dtype_name(dtype);
       // One layer's K (or V) per call, as the policy runs it; the same tensor stands for every layer.
       row.median_us = median_us(backend, timing, [&] {

@@ -2,7 +2,8 @@
 // FreqKV's compression (ops/frequency_compress.h) of PAIRS pairs of head dims of one head, in
 // place, in one pass over memory: the workgroup reads its columns' N rows once, transforms
 // them in shared memory and writes the L compressed rows over them. No other workgroup touches
-// these columns, and every row is read before any is written, so in place is safe.
+// these columns, and every row is read before any is written, so in place is safe. The R
+// recent rows then move up behind the L, column for column by the same workgroup.
 //
 // Where one pair's signal is all that fits in shared memory (N = 4092 in f32: 32 KiB of the
 // H100's 48), the workgroup takes ROUNDS batches of PAIRS pairs, holds them in registers and
@@ -34,6 +35,7 @@ layout(constant_id = 7) const uint IN_RADICES_HIGH = 0;
 layout(constant_id = 8) const uint OUT_RADICES_LOW = 0;
 layout(constant_id = 9) const uint OUT_RADICES_HIGH = 0;
 layout(constant_id = 10) const uint ROUNDS = 1;  // 1, 2 or 4 batches of PAIRS pairs per workgroup
+layout(constant_id = 11) const uint RECENT_LENGTH = 0;  // R: rows N .. N+R-1 move to L .. L+R-1
 
 // One buffer seen as 4-, 8- and 16-byte words: a thread's 2 * ROUNDS elements of a row in one
 // load (the host aligns them).
@@ -260,6 +262,21 @@ void main() {
       vec2 values[MAX_ROUNDS];
       [[unroll]] for (uint r = 0; r < MAX_ROUNDS; ++r) values[r] = held[r][i];
       store_rounds(columns + (item / PAIRS) * HEAD_DIM + 2 * ROUNDS * (item % PAIRS), values);
+    }
+  }
+
+  // Row N + r moves to row L + r in chunks of N - L rows: a chunk writes only rows the one
+  // before it has read (row L + r is row N + r - (N - L)), and the first only rows the
+  // transform read before its first barrier.
+  const uint WORD_ELEMENTS = IS_F16 ? 2 : 1, SEGMENT_WORDS = 2 * PAIRS * ROUNDS / WORD_ELEMENTS;
+  const uint ROW_WORDS = HEAD_DIM / WORD_ELEMENTS, CHUNK_ROWS = IN_LENGTH - OUT_LENGTH;
+  const uint segment = columns / WORD_ELEMENTS;
+  for (uint chunk = 0; chunk < RECENT_LENGTH; chunk += CHUNK_ROWS) {
+    barrier();
+    const uint rows = min(CHUNK_ROWS, RECENT_LENGTH - chunk);
+    for (uint item = thread; item < rows * SEGMENT_WORDS; item += THREADS) {
+      const uint row = chunk + item / SEGMENT_WORDS, word = segment + item % SEGMENT_WORDS;
+      words[word + (OUT_LENGTH + row) * ROW_WORDS] = words[word + (IN_LENGTH + row) * ROW_WORDS];
     }
   }
 }

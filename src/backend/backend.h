@@ -71,7 +71,6 @@ enum class ScratchId : uint32_t {
   WindowRowStats,
   WindowHitBounds,
   FrequencyCompressed,
-  FreqKvRecent,  // the recent tokens FreqKV keeps whole, on their way past the compressed slots
   AppendKeys,    // a host append's K, staged on the device
   AppendValues,  // and its V
   AppendBatchTable,  // batched append: each entry's chunk and where it lands

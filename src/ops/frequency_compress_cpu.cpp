@@ -3,6 +3,7 @@
 // integer reduction, so long transforms lose no precision to large arguments.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "ops/frequency_compress.h"
@@ -49,13 +50,17 @@ void frequency_compress_cpu(const FrequencyCompressShape& shape, const Frequency
       }
       for (size_t d = 0; d < dim; ++d) store_element(states, shape.dtype, base + m * dim + d, static_cast<float>(out[d]));
     }
+    const size_t row_bytes = dim * dtype_size(shape.dtype);
+    unsigned char* head_first = static_cast<unsigned char*>(states) + base * dtype_size(shape.dtype);
+    std::memmove(head_first + l * row_bytes, head_first + size_t(n) * row_bytes, shape.recent_length * row_bytes);
   }
 }
 
 void frequency_compress(Backend& backend, const FrequencyCompressShape& shape, const FrequencyCompressArgs& args) {
-  require(shape.out_length >= 1 && shape.out_length < shape.in_length && shape.head_stride >= shape.in_length &&
+  require(shape.out_length >= 1 && shape.out_length < shape.in_length &&
+              uint64_t(shape.head_stride) >= uint64_t(shape.in_length) + shape.recent_length &&
               shape.head_dim % 8 == 0 && shape.head_dim >= 8 && shape.head_dim <= 256 && shape.num_heads >= 1,
-          KVC_ERROR_INTERNAL, "frequency_compress: shape out of range (1 <= L < N <= head_stride, head_dim 8..256 step 8)");
+          KVC_ERROR_INTERNAL, "frequency_compress: shape out of range (1 <= L < N, N + R <= head_stride, head_dim 8..256 step 8)");
   if (backend.is_cpu()) frequency_compress_cpu(shape, args);
   else frequency_compress_vulkan(backend, shape, args);
 }

@@ -12,7 +12,7 @@
 //
 // Dense (ops/sequence_transform.h with ops/dct_matrix.h's fused matrix): every other shape,
 // e.g. N - S = 2044 = 4 * 7 * 73 (7.2 ms on the H100, f32) or N > 6144. L * N multiply-adds per
-// column, out of place through scratch, then copied back.
+// column, out of place through scratch, then copied back with the R recent rows.
 //
 // Where the FFT route's time went at N - S = 4092 (H100, f32 / f16, 32 layers): loading and
 // storing alone 1.85 / 1.08 ms, the radix-11 and -31 stages 1.0 ms, the rest 0.3 ms. The loads
@@ -156,20 +156,25 @@ void frequency_compress_vulkan(Backend& backend, const FrequencyCompressShape& s
     const vk::KernelSpec spec{"frequency_compress", 2, sizeof(Push),
                               {launch->threads, shape.head_dim, shape.dtype == Dtype::F16, launch->pairs, shape.in_length,
                                shape.out_length, launch->in_radices.first, launch->in_radices.second,
-                               launch->out_radices.first, launch->out_radices.second, rounds}};
+                               launch->out_radices.first, launch->out_radices.second, rounds, shape.recent_length}};
     const Push push{static_cast<uint32_t>(first), shape.head_stride * shape.head_dim};
     backend.recorder().dispatch(spec, {slice(View{args.states.tensor, 0}), slice(view(table))}, &push,
                                 shape.head_dim / 2 / (launch->pairs * rounds), shape.num_heads, 1);
     return;
   }
-  Tensor& compressed = backend.scratch(ScratchId::FrequencyCompressed, size_t(shape.num_heads) * shape.out_length * row_bytes);
+  // Each head's L compressed rows and then its R recent rows gather in scratch, and one copy
+  // takes them all back.
+  const uint32_t kept_rows = shape.out_length + shape.recent_length;
+  const size_t kept_bytes = size_t(kept_rows) * row_bytes, head_bytes = size_t(shape.head_stride) * row_bytes;
+  Tensor& kept = backend.scratch(ScratchId::FrequencyCompressed, size_t(shape.num_heads) * kept_bytes);
   sequence_transform_vulkan(backend,
-                            {shape.num_heads, shape.head_dim, shape.in_length, shape.out_length, shape.head_stride,
-                             shape.out_length, shape.dtype},
-                            {args.states, view(table), view(compressed)});
-  const size_t compressed_bytes = size_t(shape.out_length) * row_bytes;
-  backend.copy_strided(compressed, 0, compressed_bytes, *args.states.tensor, args.states.offset, size_t(shape.head_stride) * row_bytes,
-                       compressed_bytes, shape.num_heads);
+                            {shape.num_heads, shape.head_dim, shape.in_length, shape.out_length, shape.head_stride, kept_rows,
+                             shape.dtype},
+                            {args.states, view(table), view(kept)});
+  if (shape.recent_length)
+    backend.copy_strided(*args.states.tensor, args.states.offset + size_t(shape.in_length) * row_bytes, head_bytes, kept,
+                         size_t(shape.out_length) * row_bytes, kept_bytes, size_t(shape.recent_length) * row_bytes, shape.num_heads);
+  backend.copy_strided(kept, 0, kept_bytes, *args.states.tensor, args.states.offset, head_bytes, kept_bytes, shape.num_heads);
 }
 
 }  // namespace kvc::ops

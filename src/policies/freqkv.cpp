@@ -83,6 +83,7 @@ ops::FrequencyCompressShape FreqKvPolicy::compress_shape(uint32_t slot_stride) c
   shape.out_length = retained_slots_;
   shape.head_stride = slot_stride;
   shape.dtype = dtype_;
+  shape.recent_length = recent_slots_;
   return shape;
 }
 
@@ -95,17 +96,8 @@ void FreqKvPolicy::allocate_device_state(Backend& backend) {
 void FreqKvPolicy::compress(Tensor& states, uint32_t slot_stride) {
   require(backend_ != nullptr, KVC_ERROR_INTERNAL, "FreqKvPolicy::compress before allocate_device_state");
   const size_t row_bytes = size_t(head_dim_) * dtype_size(dtype_);
+  // The op moves the recent rows up behind the compressed ones in the same pass.
   ops::frequency_compress(*backend_, compress_shape(slot_stride), {View{&states, sink_slots_ * row_bytes}});
-  if (recent_slots_ == 0) return;
-  // The transform leaves rows N-R .. N-1 as they were. Their new place S+L .. S+L+R-1 overlaps
-  // them when R > M - L (a short window, gamma near 1), so they go through scratch: two copies,
-  // each one command for every head.
-  const size_t head_bytes = size_t(slot_stride) * row_bytes, recent_bytes = size_t(recent_slots_) * row_bytes;
-  Tensor& recent = backend_->scratch(ScratchId::FreqKvRecent, num_kv_heads_ * recent_bytes);
-  backend_->copy_strided(states, (window_ - recent_slots_) * row_bytes, head_bytes, recent, 0, recent_bytes, recent_bytes,
-                         num_kv_heads_);
-  backend_->copy_strided(recent, 0, recent_bytes, states, (sink_slots_ + retained_slots_) * row_bytes, head_bytes,
-                         recent_bytes, num_kv_heads_);
 }
 
 void FreqKvPolicy::after_attend(Cache& cache, uint32_t layer_index, const StepScores&) {

@@ -1,8 +1,10 @@
 // The Vulkan frequency compression against the CPU reference on both routes: FFT lengths with
 // every radix the kernel has (2, 3, 4, 5, 7, 11, 13, 17, 19, 23, 29, 31; FreqKV's 4092 -> 2046
 // and 4096 -> 2048 among them) and lengths only the dense route takes (primes, a factor 73),
-// several head_dims, f32 and f16, strided heads and offset views (row-aligned and not); the rows the op must not
-// touch (before the view, the gaps between heads) are compared bit for bit.
+// several head_dims, f32 and f16, strided heads and offset views (row-aligned and not), with
+// and without recent rows moving up behind the compressed ones (in several chunks where they
+// outnumber N - L); the moved rows and the rows the op must not touch (before the view, the
+// gaps between heads) are compared bit for bit.
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -20,23 +22,24 @@ TEST_CASE("frequency_compress on Vulkan equals the CPU reference on the FFT and 
     uint32_t in_length, out_length;
     Route route;
     uint32_t head_dim = 0;  // 0: drawn from head_dims (8 for the long transforms)
+    uint32_t recent = 0;    // R
   };
   const Case cases[] = {
-      {2, 1, Route::Fft},          {3, 1, Route::Fft},           {8, 4, Route::Fft},
+      {2, 1, Route::Fft},          {3, 1, Route::Fft, 0, 1},     {8, 4, Route::Fft, 0, 9},  // 3 chunks of 4
       {96, 48, Route::Fft},        {1000, 500, Route::Fft},      {1001, 500, Route::Fft},  // 7 * 11 * 13
-      {667, 646, Route::Fft},      // 23 * 29 -> 2 * 17 * 19
-      {4092, 2046, Route::Fft},    {4096, 2048, Route::Fft},     {4096, 3072, Route::Fft},
+      {667, 646, Route::Fft, 0, 50},  // 23 * 29 -> 2 * 17 * 19, 3 chunks of 21
+      {4092, 2046, Route::Fft, 0, 8}, {4096, 2048, Route::Fft},  {4096, 3072, Route::Fft},
       // Wide rows at long lengths: several batches of pairs held in registers per workgroup.
-      {2048, 1024, Route::Fft, 128}, {3000, 1500, Route::Fft, 64},
-      {127, 63, Route::Dense},     {1021, 510, Route::Dense},    {2044, 1022, Route::Dense},  // 4 * 7 * 73
-      {96, 47, Route::Dense},
+      {2048, 1024, Route::Fft, 128, 5}, {3000, 1500, Route::Fft, 64},
+      {127, 63, Route::Dense},     {1021, 510, Route::Dense, 0, 3}, {2044, 1022, Route::Dense},  // 4 * 7 * 73
+      {96, 47, Route::Dense, 0, 60},
   };
   const uint32_t head_dims[] = {8, 72, 128, 256};
   for (Dtype dtype : {Dtype::F32, Dtype::F16})
     for (const Case& c : cases) {
       // Long transforms at the smallest head_dim keep lavapipe's run time low.
       const uint32_t head_dim = c.head_dim ? c.head_dim : c.in_length >= 1000 ? 8 : head_dims[test::rng()() % 4];
-      const uint32_t heads = 1 + test::rng()() % 3, stride = c.in_length + 5, first_row = 3;
+      const uint32_t heads = 1 + test::rng()() % 3, stride = c.in_length + c.recent + 5, first_row = 3;
       const size_t element_bytes = dtype_size(dtype), row_bytes = head_dim * element_bytes;
       // Every other case starts 2 elements past a row: a view off 16-byte alignment, where the
       // kernel loads fewer pairs per thread at once.
@@ -45,8 +48,9 @@ TEST_CASE("frequency_compress on Vulkan equals the CPU reference on the FFT and 
       const size_t bytes = first_bytes + size_t(heads) * stride * row_bytes;
       std::vector<float> input = test::random_floats(bytes / element_bytes);
       const std::vector<unsigned char> input_bytes = test::encode(input, dtype);
-      const ops::FrequencyCompressShape shape{heads, head_dim, c.in_length, c.out_length, stride, dtype};
-      INFO(std::string(dtype_name(dtype)), " N ", c.in_length, " L ", c.out_length, " head_dim ", head_dim, " heads ", heads);
+      const ops::FrequencyCompressShape shape{heads, head_dim, c.in_length, c.out_length, stride, dtype, c.recent};
+      INFO(std::string(dtype_name(dtype)), " N ", c.in_length, " L ", c.out_length, " R ", c.recent, " head_dim ", head_dim,
+           " heads ", heads);
       CHECK(ops::frequency_compress_route(*gpu, shape) == c.route);
       std::vector<std::vector<unsigned char>> results;
       for (Backend* backend : {&test::cpu_backend(), gpu}) {
@@ -61,8 +65,11 @@ TEST_CASE("frequency_compress on Vulkan equals the CPU reference on the FFT and 
       std::vector<std::vector<float>> compressed(2);
       for (uint32_t head = 0; head < heads; ++head) {
         const size_t head_first = first_bytes + size_t(head) * stride * row_bytes;
-        const size_t gap = head_first + c.in_length * row_bytes;
-        CHECK(std::memcmp(results[1].data() + gap, input_bytes.data() + gap, (stride - c.in_length) * row_bytes) == 0);
+        const size_t gap = head_first + size_t(c.in_length + c.recent) * row_bytes, recent_bytes = c.recent * row_bytes;
+        CHECK(std::memcmp(results[1].data() + gap, input_bytes.data() + gap, (stride - c.in_length - c.recent) * row_bytes) == 0);
+        for (size_t b = 0; b < 2; ++b)
+          CHECK(std::memcmp(results[b].data() + head_first + c.out_length * row_bytes,
+                            input_bytes.data() + head_first + c.in_length * row_bytes, recent_bytes) == 0);
         for (size_t b = 0; b < 2; ++b) {
           const auto first = results[b].begin() + head_first;
           const std::vector<float> rows = test::decode(std::vector<unsigned char>(first, first + c.out_length * row_bytes), dtype);
