@@ -39,8 +39,8 @@ void add_freqkv_rows(Backend& backend, const Timing& timing, const RowOptions& o
   };
   // Llama-2's window on the FFT route, with the paper's 4 sinks and with the authors' 8 sinks
   // and 8 recent tokens (their move past the compressed slots included); N - S = 2044 =
-  // 4 * 7 * 73 and 61 (prime) on the dense route, 1020 and 64 on the FFT route: the two routes
-  // side by side at large and small N.
+  // 4 * 7 * 73 and 61 (prime) on the chirp-z route, 1020 and 64 on the FFT route: the two
+  // routes side by side at large and small N.
   const std::vector<Setting> settings = quick ? std::vector<Setting>{{512, 4, 0}, {68, 4, 0}}
                                               : std::vector<Setting>{{4096, 4, 0}, {4096, 8, 8}, {2048, 4, 0},
                                                                      {1024, 4, 0}, {68, 4, 0}, {65, 4, 0}};
@@ -65,17 +65,18 @@ void add_freqkv_rows(Backend& backend, const Timing& timing, const RowOptions& o
       policy.allocate_device_state(backend);
       auto states = make_random(backend, size_t(kKvHeads) * window * kHeadDim * dtype_size(dtype), dtype);
       const ops::FrequencyCompressShape shape{kKvHeads, kHeadDim, policy.compressed_slots(), policy.retained_slots(), window, dtype};
-      const bool fft = backend.is_cpu() || ops::frequency_compress_route(backend, shape) == ops::FrequencyCompressRoute::Fft;
+      const char* const route_names[] = {" fft", " chirp", " dense"};
+      const char* const route = backend.is_cpu() ? "" : route_names[int(ops::frequency_compress_route(backend, shape))];
       Row row;
       row.name = "freqkv_compress";
-      row.shape = shape_label + (backend.is_cpu() ? "" : fft ? " fft" : " dense");
+      row.shape = shape_label + route;
       row.dtype = dtype_name(dtype);
       // One layer's K (or V) per call, as the policy runs it; the same tensor stands for every layer.
       row.median_us = median_us(backend, timing, [&] {
         for (uint32_t layer = 0; layer < layers; ++layer) policy.compress(*states, window);
       });
-      // The middle read and its L rows written; the recent rows read and written twice (through scratch).
-      const uint32_t rows_moved = policy.compressed_slots() + policy.retained_slots() + 4 * setting.recent;
+      // The middle read and its L rows written; the recent rows read and written once.
+      const uint32_t rows_moved = policy.compressed_slots() + policy.retained_slots() + 2 * setting.recent;
       row.bytes = double(layers) * kKvHeads * kHeadDim * dtype_size(dtype) * rows_moved;
       record(report, row);
     }

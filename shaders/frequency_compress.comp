@@ -19,6 +19,13 @@
 // weights and rebuilds the pair's length-L spectrum. FFTs: in-place mixed radix, decimation in
 // frequency forward (natural order in, digit-reversed out), decimation in time inverse
 // (digit-reversed in, natural out), so no pass only permutes.
+//
+// A length with a prime factor above 31 (N - S = 2044 = 4 * 7 * 73) takes Bluestein's chirp-z
+// route instead: with sign s, sum_n x_n e^(s 2 pi i n k / n') = c_k (a * b)_k, where
+// c_m = e^(s i pi m^2 / n'), a_n = x_n c_n and b_m = conj c_m for |m| < n', a cyclic
+// convolution of a smooth length M >= 2n' - 1 (the host's *_FFT_LENGTH): a forward FFT of the
+// zero-padded a (digit-reversed out), times the host's transform of b in that order, an inverse
+// FFT (natural out). Shared memory then holds M points a pair.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 
@@ -36,14 +43,19 @@ layout(constant_id = 8) const uint OUT_RADICES_LOW = 0;
 layout(constant_id = 9) const uint OUT_RADICES_HIGH = 0;
 layout(constant_id = 10) const uint ROUNDS = 1;  // 1, 2 or 4 batches of PAIRS pairs per workgroup
 layout(constant_id = 11) const uint RECENT_LENGTH = 0;  // R: rows N .. N+R-1 move to L .. L+R-1
+// FFT lengths of the two transforms: N and L themselves, or the chirp-z route's M.
+layout(constant_id = 12) const uint IN_FFT_LENGTH = 8;
+layout(constant_id = 13) const uint OUT_FFT_LENGTH = 4;
 
 // One buffer seen as 4-, 8- and 16-byte words: a thread's 2 * ROUNDS elements of a row in one
 // load (the host aligns them).
 layout(binding = 0) buffer States { uint words[]; };
 layout(binding = 0) buffer StatesDuos { uvec2 duos[]; };
 layout(binding = 0) buffer StatesQuads { uvec4 quads[]; };
-// e^(-2 pi i m / N) (m < N), e^(-2 pi i m / L) (m < L), e^(-i pi t / 2N) (t < L),
-// e^(i pi t / 2L) (t < L), built in double on the host.
+// e^(-2 pi i m / F) (m < F, F = IN_FFT_LENGTH), the same for OUT_FFT_LENGTH,
+// e^(-i pi t / 2N) (t < L), e^(i pi t / 2L) (t < L); on the chirp-z route of the forward
+// transform then its chirp e^(-i pi n^2 / N) (n < N) and its filter (F entries, digit-reversed),
+// and of the inverse its chirp e^(i pi n^2 / L) (n < L) and filter. Built in double on the host.
 layout(binding = 1) readonly buffer Twiddles { vec2 twiddles[]; };
 
 layout(push_constant) uniform Push {
@@ -56,10 +68,14 @@ layout(push_constant) uniform Push {
 const uint THREADS = gl_WorkGroupSize.x;
 const uint ITEMS_PER_THREAD = 8;
 const uint MAX_ROUNDS = 4;
-const uint IN_ROOTS = 0, OUT_ROOTS = IN_LENGTH;
-const uint IN_SHIFTS = IN_LENGTH + OUT_LENGTH, OUT_SHIFTS = IN_LENGTH + 2 * OUT_LENGTH;
+const bool IN_CHIRP = IN_FFT_LENGTH != IN_LENGTH, OUT_CHIRP = OUT_FFT_LENGTH != OUT_LENGTH;
+const uint IN_ROOTS = 0, OUT_ROOTS = IN_FFT_LENGTH;
+const uint IN_SHIFTS = IN_FFT_LENGTH + OUT_FFT_LENGTH, OUT_SHIFTS = IN_SHIFTS + OUT_LENGTH;
+const uint IN_CHIRPS = OUT_SHIFTS + OUT_LENGTH, IN_FILTER = IN_CHIRPS + (IN_CHIRP ? IN_LENGTH : 0);
+const uint OUT_CHIRPS = IN_FILTER + (IN_CHIRP ? IN_FFT_LENGTH : 0), OUT_FILTER = OUT_CHIRPS + (OUT_CHIRP ? OUT_LENGTH : 0);
+const uint SIGNAL_STRIDE = OUT_FFT_LENGTH > IN_FFT_LENGTH ? OUT_FFT_LENGTH : IN_FFT_LENGTH;  // both >= their lengths
 
-shared vec2 signal[PAIRS * IN_LENGTH];  // pair p's transform at p * IN_LENGTH
+shared vec2 signal[PAIRS * SIGNAL_STRIDE];  // pair p's transform at p * SIGNAL_STRIDE
 
 // Each stage's radix is a specialization constant of its own and every stage is written out
 // (the FOR_EACH_* lists below), not looped over: the driver then sees the radix at every call
@@ -79,6 +95,8 @@ const uint OUT_RADIX_6 = RADIX(OUT_RADICES_LOW, OUT_RADICES_HIGH, 6), OUT_RADIX_
   STEP(IN_RADIX_0) STEP(IN_RADIX_1) STEP(IN_RADIX_2) STEP(IN_RADIX_3) STEP(IN_RADIX_4) STEP(IN_RADIX_5) STEP(IN_RADIX_6) STEP(IN_RADIX_7)
 #define FOR_EACH_OUT_RADIX(STEP) \
   STEP(OUT_RADIX_0) STEP(OUT_RADIX_1) STEP(OUT_RADIX_2) STEP(OUT_RADIX_3) STEP(OUT_RADIX_4) STEP(OUT_RADIX_5) STEP(OUT_RADIX_6) STEP(OUT_RADIX_7)
+#define FOR_EACH_IN_RADIX_REVERSED(STEP) \
+  STEP(IN_RADIX_7) STEP(IN_RADIX_6) STEP(IN_RADIX_5) STEP(IN_RADIX_4) STEP(IN_RADIX_3) STEP(IN_RADIX_2) STEP(IN_RADIX_1) STEP(IN_RADIX_0)
 #define FOR_EACH_OUT_RADIX_REVERSED(STEP) \
   STEP(OUT_RADIX_7) STEP(OUT_RADIX_6) STEP(OUT_RADIX_5) STEP(OUT_RADIX_4) STEP(OUT_RADIX_3) STEP(OUT_RADIX_2) STEP(OUT_RADIX_1) STEP(OUT_RADIX_0)
 
@@ -90,12 +108,15 @@ const uint OUT_RADIX_6 = RADIX(OUT_RADICES_LOW, OUT_RADICES_HIGH, 6), OUT_RADIX_
     position += (k % radix) * span;           \
     k /= radix;                               \
   }
+// On the chirp-z route the convolution's inverse FFT leaves the transform in natural order.
 uint in_position(uint k) {
+  if (IN_CHIRP) return k;
   uint position = 0, span = IN_LENGTH;
   FOR_EACH_IN_RADIX(DIGIT)
   return position;
 }
 uint out_position(uint k) {
+  if (OUT_CHIRP) return k;
   uint position = 0, span = OUT_LENGTH;
   FOR_EACH_OUT_RADIX(DIGIT)
   return position;
@@ -108,7 +129,7 @@ void fft_stage(uint length, uint roots, uint radix, uint span, bool inverse) {
   const uint stride = span / radix, butterflies = length / radix, root_step = length / span;
   for (uint item = gl_LocalInvocationID.x; item < PAIRS * butterflies; item += THREADS) {
     const uint butterfly = item % butterflies, j = butterfly % stride;
-    const uint first = (item / butterflies) * IN_LENGTH + (butterfly / stride) * span + j;
+    const uint first = (item / butterflies) * SIGNAL_STRIDE + (butterfly / stride) * span + j;
     vec2 x[MAX_RADIX];
     [[unroll]] for (uint q = 0; q < radix; ++q) {
       x[q] = signal[first + q * stride];
@@ -136,7 +157,7 @@ vec2 dct_pair(uint base, uint t) {
 // a column's entry is e^(i pi t / 2L) (g_t - i g_{L-t}) / 2 (g_0 alone at t = 0), and the
 // pair's is column a's plus i times column b's.
 vec2 inverse_input(uint pair, uint t) {
-  const uint base = pair * IN_LENGTH;
+  const uint base = pair * SIGNAL_STRIDE;
   const vec2 coefficient = dct_pair(base, t);
   if (t == 0) return coefficient / float(IN_LENGTH);
   const vec2 mirror = dct_pair(base, OUT_LENGTH - t);
@@ -181,6 +202,20 @@ void store_rounds(uint at, vec2 values[MAX_ROUNDS]) {
   }
 }
 
+// Points [from, to) of every pair's signal set to zero (the chirp-z route's padding).
+void zero_signal(uint from, uint to) {
+  for (uint item = gl_LocalInvocationID.x; item < PAIRS * (to - from); item += THREADS)
+    signal[(item / (to - from)) * SIGNAL_STRIDE + from + item % (to - from)] = vec2(0.0);
+}
+
+// Points [0, count) of every pair's signal times the table's entries from `first` on.
+void multiply_signal(uint first, uint count) {
+  for (uint item = gl_LocalInvocationID.x; item < PAIRS * count; item += THREADS) {
+    const uint at = (item / count) * SIGNAL_STRIDE + item % count;
+    signal[at] = complex_mul(signal[at], twiddles[first + item % count]);
+  }
+}
+
 // Makhoul's order: even rows ascending, then odd rows descending.
 uint makhoul_position(uint row, uint length) { return (row & 1u) == 0 ? row / 2 : length - 1 - row / 2; }
 
@@ -202,22 +237,44 @@ void main() {
     }
   }
 
+  // Each sequence of stages runs over `stage_length` points with the roots at `stage_roots`.
+  uint span, stage_length, stage_roots;
+#define FORWARD_STAGE(radix)                                      \
+  if (radix != 0) {                                               \
+    fft_stage(stage_length, stage_roots, radix, span, false);     \
+    span /= radix;                                                \
+    barrier();                                                    \
+  }
+#define INVERSE_STAGE(radix)                                      \
+  if (radix != 0) {                                               \
+    span *= radix;                                                \
+    fft_stage(stage_length, stage_roots, radix, span, true);      \
+    barrier();                                                    \
+  }
+
   // Not unrolled: each copy of the FFT stages costs lavapipe seconds of pipeline compile.
   [[dont_unroll]] for (uint round = 0; round < ROUNDS; ++round) {
     [[unroll]] for (uint i = 0; i < ITEMS_PER_THREAD; ++i) {
       const uint item = thread + i * THREADS;
-      if (item < PAIRS * IN_LENGTH) signal[(item % PAIRS) * IN_LENGTH + makhoul_position(item / PAIRS, IN_LENGTH)] = held[0][i];
+      if (item < PAIRS * IN_LENGTH) {
+        const uint position = makhoul_position(item / PAIRS, IN_LENGTH);
+        const vec2 value = IN_CHIRP ? complex_mul(held[0][i], twiddles[IN_CHIRPS + position]) : held[0][i];
+        signal[(item % PAIRS) * SIGNAL_STRIDE + position] = value;
+      }
     }
+    if (IN_CHIRP) zero_signal(IN_LENGTH, IN_FFT_LENGTH);
     barrier();
 
-    uint span = IN_LENGTH;
-#define FORWARD_STAGE(radix)                           \
-  if (radix != 0) {                                    \
-    fft_stage(IN_LENGTH, IN_ROOTS, radix, span, false); \
-    span /= radix;                                     \
-    barrier();                                         \
-  }
+    stage_length = IN_FFT_LENGTH, stage_roots = IN_ROOTS, span = stage_length;
     FOR_EACH_IN_RADIX(FORWARD_STAGE)
+    if (IN_CHIRP) {
+      multiply_signal(IN_FILTER, IN_FFT_LENGTH);
+      barrier();
+      span = 1;
+      FOR_EACH_IN_RADIX_REVERSED(INVERSE_STAGE)
+      multiply_signal(IN_CHIRPS, IN_LENGTH);
+      barrier();
+    }
 
     // Every entry reads four coefficients from anywhere in the signal it overwrites: all are
     // computed into registers before any is stored.
@@ -227,24 +284,32 @@ void main() {
     }
     barrier();
     [[unroll]] for (uint i = 0; i < ITEMS_PER_THREAD; ++i) {
-      const uint item = thread + i * THREADS;
+      const uint item = thread + i * THREADS, t = item % OUT_LENGTH;
       if (item < PAIRS * OUT_LENGTH)
-        signal[(item / OUT_LENGTH) * IN_LENGTH + out_position(item % OUT_LENGTH)] = held[0][i];
+        signal[(item / OUT_LENGTH) * SIGNAL_STRIDE + out_position(t)] =
+            OUT_CHIRP ? complex_mul(held[0][i], twiddles[OUT_CHIRPS + t]) : held[0][i];
     }
+    if (OUT_CHIRP) zero_signal(OUT_LENGTH, OUT_FFT_LENGTH);
     barrier();
 
+    stage_length = OUT_FFT_LENGTH, stage_roots = OUT_ROOTS;
+    if (OUT_CHIRP) {
+      span = stage_length;
+      FOR_EACH_OUT_RADIX(FORWARD_STAGE)
+      multiply_signal(OUT_FILTER, OUT_FFT_LENGTH);
+      barrier();
+    }
     span = 1;
-#define INVERSE_STAGE(radix)                            \
-  if (radix != 0) {                                     \
-    span *= radix;                                      \
-    fft_stage(OUT_LENGTH, OUT_ROOTS, radix, span, true); \
-    barrier();                                          \
-  }
     FOR_EACH_OUT_RADIX_REVERSED(INVERSE_STAGE)
+    if (OUT_CHIRP) {
+      multiply_signal(OUT_CHIRPS, OUT_LENGTH);
+      barrier();
+    }
 
     [[unroll]] for (uint i = 0; i < ITEMS_PER_THREAD; ++i) {
       const uint item = thread + i * THREADS;
-      if (item < PAIRS * OUT_LENGTH) held[0][i] = signal[(item % PAIRS) * IN_LENGTH + makhoul_position(item / PAIRS, OUT_LENGTH)];
+      if (item < PAIRS * OUT_LENGTH)
+        held[0][i] = signal[(item % PAIRS) * SIGNAL_STRIDE + makhoul_position(item / PAIRS, OUT_LENGTH)];
     }
     barrier();  // the next round's signal overwrites this one
     [[unroll]] for (uint r = 0; r + 1 < MAX_ROUNDS; ++r)

@@ -36,9 +36,10 @@ void frequency_compress(Backend& backend, const FrequencyCompressShape& shape, c
 void frequency_compress_cpu(const FrequencyCompressShape& shape, const FrequencyCompressArgs& args);
 void frequency_compress_vulkan(Backend& backend, const FrequencyCompressShape& shape, const FrequencyCompressArgs& args);
 
-// Which Vulkan route a shape takes on `backend` (a Vulkan one): the shared-memory FFT kernel or
-// the dense matrix product (ops/sequence_transform.h). Exposed for tests and kvc-bench.
-enum class FrequencyCompressRoute { Fft, Dense };
+// Which Vulkan route a shape takes on `backend` (a Vulkan one): the shared-memory FFT kernel,
+// the same kernel with a chirp-z (Bluestein) convolution for a length with a prime factor above
+// 31, or the dense matrix product (ops/sequence_transform.h). Exposed for tests and kvc-bench.
+enum class FrequencyCompressRoute { Fft, Chirp, Dense };
 FrequencyCompressRoute frequency_compress_route(const Backend& backend, const FrequencyCompressShape& shape);
 
 }  // namespace kvc::ops

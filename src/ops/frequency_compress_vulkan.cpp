@@ -56,11 +56,10 @@ struct Push {
   uint32_t first, head_elements;
 };
 
-// The stage radices of a length-`length` FFT packed 8 bits each (shader's *_RADICES_LOW and
-// _HIGH), or nothing when a prime factor exceeds 31 or there are more than 8 stages. Radix 4
-// first, odd radices last: the last stages' butterflies are contiguous, and an odd radix
-// strides shared memory without bank conflicts.
-std::optional<std::pair<uint32_t, uint32_t>> packed_radices(uint32_t length) {
+// The stage radices of a length-`length` FFT, or nothing when a prime factor exceeds 31 or
+// there are more than 8 stages. Radix 4 first, odd radices last: the last stages' butterflies
+// are contiguous, and an odd radix strides shared memory without bank conflicts.
+std::optional<std::vector<uint32_t>> stage_radices(uint32_t length) {
   if (length == 0) return std::nullopt;
   std::vector<uint32_t> radices;
   while (length % 4 == 0) radices.push_back(4), length /= 4;
@@ -68,25 +67,50 @@ std::optional<std::pair<uint32_t, uint32_t>> packed_radices(uint32_t length) {
   for (uint32_t radix : kOddRadices)
     while (length % radix == 0) radices.push_back(radix), length /= radix;
   if (length != 1 || radices.size() > kMaxStages) return std::nullopt;
-  uint64_t packed = 0;
-  for (size_t stage = 0; stage < radices.size(); ++stage) packed |= uint64_t(radices[stage]) << (8 * stage);
-  return std::pair{static_cast<uint32_t>(packed), static_cast<uint32_t>(packed >> 32)};
+  return radices;
+}
+
+// How the shader takes one of its two transforms (length N or L): an FFT of the length itself,
+// or the chirp-z route's cyclic convolution of `fft_length` points, the smallest 7-smooth
+// length >= 2 length - 1 (radices 2 to 7 only: the large odd ones leave threads idle).
+struct TransformPlan {
+  uint32_t length = 0, fft_length = 0;
+  std::vector<uint32_t> radices;
+  bool chirp() const { return fft_length != length; }
+};
+
+TransformPlan transform_plan(uint32_t length) {
+  if (auto radices = stage_radices(length)) return {length, length, *radices};
+  for (uint32_t fft_length = 2 * length - 1;; ++fft_length) {
+    uint32_t rest = fft_length;
+    for (uint32_t prime : {2u, 3u, 5u, 7u})
+      while (rest % prime == 0) rest /= prime;
+    if (rest != 1) continue;
+    if (auto radices = stage_radices(fft_length)) return {length, fft_length, *radices};
+  }
+}
+
+// The radices packed 8 bits each, stage 0 lowest (the shader's *_RADICES_LOW and _HIGH).
+std::pair<uint32_t, uint32_t> packed(const std::vector<uint32_t>& radices) {
+  uint64_t bits = 0;
+  for (size_t stage = 0; stage < radices.size(); ++stage) bits |= uint64_t(radices[stage]) << (8 * stage);
+  return {static_cast<uint32_t>(bits), static_cast<uint32_t>(bits >> 32)};
 }
 
 struct FftLaunch {
   uint32_t pairs = 0, threads = 0, rounds = 1;
-  std::pair<uint32_t, uint32_t> in_radices, out_radices;
+  TransformPlan in, out;
 };
 
 std::optional<FftLaunch> fft_launch(const vk::Device& device, const FrequencyCompressShape& shape) {
-  const auto in_radices = packed_radices(shape.in_length), out_radices = packed_radices(shape.out_length);
-  if (!in_radices || !out_radices) return std::nullopt;
+  const TransformPlan in = transform_plan(shape.in_length), out = transform_plan(shape.out_length);
+  const uint64_t signal_length = std::max({shape.in_length, in.fft_length, out.fft_length});  // SIGNAL_STRIDE
   const VkPhysicalDeviceLimits& limits = device.properties().limits;
   const uint64_t shared_bytes = limits.maxComputeSharedMemorySize;
   const uint64_t most_threads = std::min({kMaxThreads, limits.maxComputeWorkGroupInvocations, limits.maxComputeWorkGroupSize[0]});
   // The most pairs (a power of two dividing head_dim / 2) whose signals fit in shared memory.
   for (uint32_t pairs = kMaxPairs; pairs >= 1; pairs /= 2) {
-    const uint64_t values = uint64_t(pairs) * shape.in_length;
+    const uint64_t values = uint64_t(pairs) * signal_length;
     if ((shape.head_dim / 2) % pairs != 0 || values * 8 > shared_bytes) continue;
     const uint64_t threads = std::max<uint64_t>(kMinThreads, (values + kItemsPerThread * 32 - 1) / (kItemsPerThread * 32) * 32);
     if (threads > most_threads) continue;
@@ -94,7 +118,7 @@ std::optional<FftLaunch> fft_launch(const vk::Device& device, const FrequencyCom
     uint32_t rounds = 1;
     while (rounds < kMaxRounds && pairs * rounds * pair_bytes < kSegmentBytes && (shape.head_dim / 2) % (pairs * rounds * 2) == 0)
       rounds *= 2;
-    return FftLaunch{pairs, static_cast<uint32_t>(threads), rounds, *in_radices, *out_radices};
+    return FftLaunch{pairs, static_cast<uint32_t>(threads), rounds, in, out};
   }
   return std::nullopt;
 }
@@ -107,23 +131,80 @@ std::string matrix_key(const FrequencyCompressShape& shape) {
   return "freqkv_compression_matrix " + std::to_string(shape.in_length) + " " + std::to_string(shape.out_length);
 }
 
+// Where the shader's decimation-in-frequency FFT leaves output k (its in_position).
+uint32_t dif_position(uint32_t k, const TransformPlan& plan) {
+  uint32_t position = 0, span = plan.fft_length;
+  for (uint32_t radix : plan.radices) {
+    span /= radix;
+    position += (k % radix) * span;
+    k /= radix;
+  }
+  return position;
+}
+
+// The chirp-z route's two tables for a transform of sign `sign` (-1 forward, +1 inverse):
+// the chirp c_m = e^(sign i pi m^2 / n), m < n, then the filter: the DFT of b (b_m = conj c_m
+// for |m| < n, cyclically, 0 elsewhere) over the FFT length, divided by it for the shader's
+// unnormalised inverse FFT, in digit-reversed order.
+void push_chirp_tables(std::vector<float>& table, const TransformPlan& plan, double sign) {
+  const uint32_t n = plan.length, m_total = plan.fft_length;
+  // pi m^2 / n as 2 pi (m^2 mod 2n) / 2n: exact however long the transform.
+  auto chirp_angle = [&](uint64_t m) { return sign * M_PI * static_cast<double>((m * m) % (2 * uint64_t(n))) / n; };
+  for (uint32_t m = 0; m < n; ++m) {
+    table.push_back(static_cast<float>(std::cos(chirp_angle(m))));
+    table.push_back(static_cast<float>(std::sin(chirp_angle(m))));
+  }
+  std::vector<double> cos_root(m_total), sin_root(m_total);
+  for (uint32_t j = 0; j < m_total; ++j) {
+    cos_root[j] = std::cos(2.0 * M_PI * j / m_total);
+    sin_root[j] = std::sin(2.0 * M_PI * j / m_total);
+  }
+  // b's nonzero points: slot m (m < n) and M - m hold conj c_m.
+  struct Point {
+    uint32_t slot;
+    double re, im;
+  };
+  std::vector<Point> b;
+  for (uint32_t m = 0; m < n; ++m) {
+    const double angle = -chirp_angle(m);
+    b.push_back({m, std::cos(angle), std::sin(angle)});
+    if (m > 0) b.push_back({m_total - m, std::cos(angle), std::sin(angle)});
+  }
+  std::vector<double> filter(2 * size_t(m_total));
+  for (uint32_t k = 0; k < m_total; ++k) {
+    double re = 0.0, im = 0.0;
+    for (const Point& point : b) {
+      const uint32_t root = static_cast<uint32_t>((uint64_t(point.slot) * k) % m_total);  // e^(-2 pi i slot k / M)
+      re += point.re * cos_root[root] + point.im * sin_root[root];
+      im += point.im * cos_root[root] - point.re * sin_root[root];
+    }
+    const uint32_t at = dif_position(k, plan);
+    filter[2 * size_t(at)] = re / m_total;
+    filter[2 * size_t(at) + 1] = im / m_total;
+  }
+  for (double value : filter) table.push_back(static_cast<float>(value));
+}
+
 // The shader's table (see its Twiddles binding), complex values as (re, im) f32 pairs.
-std::vector<float> twiddles(uint32_t in_length, uint32_t out_length) {
+std::vector<float> twiddles(const TransformPlan& in, const TransformPlan& out) {
   std::vector<float> table;
-  table.reserve(2 * (size_t(in_length) + 3 * size_t(out_length)));
   auto push = [&](double angle) {
     table.push_back(static_cast<float>(std::cos(angle)));
     table.push_back(static_cast<float>(std::sin(angle)));
   };
-  for (uint32_t m = 0; m < in_length; ++m) push(-2.0 * M_PI * m / in_length);
-  for (uint32_t m = 0; m < out_length; ++m) push(-2.0 * M_PI * m / out_length);
-  for (uint32_t t = 0; t < out_length; ++t) push(-M_PI * t / (2.0 * in_length));
-  for (uint32_t t = 0; t < out_length; ++t) push(M_PI * t / (2.0 * out_length));
+  for (uint32_t m = 0; m < in.fft_length; ++m) push(-2.0 * M_PI * m / in.fft_length);
+  for (uint32_t m = 0; m < out.fft_length; ++m) push(-2.0 * M_PI * m / out.fft_length);
+  for (uint32_t t = 0; t < out.length; ++t) push(-M_PI * t / (2.0 * in.length));
+  for (uint32_t t = 0; t < out.length; ++t) push(M_PI * t / (2.0 * out.length));
+  if (in.chirp()) push_chirp_tables(table, in, -1.0);
+  if (out.chirp()) push_chirp_tables(table, out, 1.0);
   return table;
 }
 
 Tensor& build_table(Backend& backend, const FrequencyCompressShape& shape, bool fft) {
-  if (fft) return backend.shared_table(twiddles_key(shape), [&] { return twiddles(shape.in_length, shape.out_length); });
+  if (fft)
+    return backend.shared_table(twiddles_key(shape),
+                                [&] { return twiddles(transform_plan(shape.in_length), transform_plan(shape.out_length)); });
   // 33 MiB and 0.3 s of host time at Llama-2's window; one per (N, L) and backend.
   return backend.shared_table(matrix_key(shape), [&] { return freqkv_compression_matrix(shape.in_length, shape.out_length); });
 }
@@ -131,12 +212,14 @@ Tensor& build_table(Backend& backend, const FrequencyCompressShape& shape, bool 
 }  // namespace
 
 FrequencyCompressRoute frequency_compress_route(const Backend& backend, const FrequencyCompressShape& shape) {
-  return fft_launch(backend.device(), shape) ? FrequencyCompressRoute::Fft : FrequencyCompressRoute::Dense;
+  const std::optional<FftLaunch> launch = fft_launch(backend.device(), shape);
+  if (!launch) return FrequencyCompressRoute::Dense;
+  return launch->in.chirp() || launch->out.chirp() ? FrequencyCompressRoute::Chirp : FrequencyCompressRoute::Fft;
 }
 
 void frequency_compress_prepare(Backend& backend, const FrequencyCompressShape& shape) {
   if (backend.is_cpu()) return;
-  build_table(backend, shape, frequency_compress_route(backend, shape) == FrequencyCompressRoute::Fft);
+  build_table(backend, shape, frequency_compress_route(backend, shape) != FrequencyCompressRoute::Dense);
 }
 
 void frequency_compress_vulkan(Backend& backend, const FrequencyCompressShape& shape, const FrequencyCompressArgs& args) {
@@ -153,10 +236,11 @@ void frequency_compress_vulkan(Backend& backend, const FrequencyCompressShape& s
     const size_t first = args.states.offset / element_bytes;
     uint32_t rounds = launch->rounds;
     while (first % std::min<size_t>(2 * rounds, 16 / element_bytes) != 0) rounds /= 2;
+    const auto in_radices = packed(launch->in.radices), out_radices = packed(launch->out.radices);
     const vk::KernelSpec spec{"frequency_compress", 2, sizeof(Push),
                               {launch->threads, shape.head_dim, shape.dtype == Dtype::F16, launch->pairs, shape.in_length,
-                               shape.out_length, launch->in_radices.first, launch->in_radices.second,
-                               launch->out_radices.first, launch->out_radices.second, rounds, shape.recent_length}};
+                               shape.out_length, in_radices.first, in_radices.second, out_radices.first, out_radices.second,
+                               rounds, shape.recent_length, launch->in.fft_length, launch->out.fft_length}};
     const Push push{static_cast<uint32_t>(first), shape.head_stride * shape.head_dim};
     backend.recorder().dispatch(spec, {slice(View{args.states.tensor, 0}), slice(view(table))}, &push,
                                 shape.head_dim / 2 / (launch->pairs * rounds), shape.num_heads, 1);

@@ -1,6 +1,8 @@
-// The Vulkan frequency compression against the CPU reference on both routes: FFT lengths with
+// The Vulkan frequency compression against the CPU reference on every route: FFT lengths with
 // every radix the kernel has (2, 3, 4, 5, 7, 11, 13, 17, 19, 23, 29, 31; FreqKV's 4092 -> 2046
-// and 4096 -> 2048 among them) and lengths only the dense route takes (primes, a factor 73),
+// and 4096 -> 2048 among them), lengths with a prime factor above 31 on the chirp-z route (the
+// forward transform's, the inverse's with a convolution longer than N, both) and one too long
+// for it that the dense route takes,
 // several head_dims, f32 and f16, strided heads and offset views (row-aligned and not), with
 // and without recent rows moving up behind the compressed ones (in several chunks where they
 // outnumber N - L); the moved rows and the rows the op must not touch (before the view, the
@@ -31,8 +33,9 @@ TEST_CASE("frequency_compress on Vulkan equals the CPU reference on the FFT and 
       {4092, 2046, Route::Fft, 0, 8}, {4096, 2048, Route::Fft},  {4096, 3072, Route::Fft},
       // Wide rows at long lengths: several batches of pairs held in registers per workgroup.
       {2048, 1024, Route::Fft, 128, 5}, {3000, 1500, Route::Fft, 64},
-      {127, 63, Route::Dense},     {1021, 510, Route::Dense, 0, 3}, {2044, 1022, Route::Dense},  // 4 * 7 * 73
-      {96, 47, Route::Dense, 0, 60},
+      {127, 63, Route::Chirp},     {1021, 510, Route::Chirp, 0, 3}, {2044, 1022, Route::Chirp},  // 4 * 7 * 73
+      {96, 47, Route::Chirp, 0, 60}, {100, 97, Route::Chirp},  // 97: a 196-point convolution
+      {3079, 1539, Route::Dense},  // prime: a convolution of 6174 points fits in no 48 KiB
   };
   const uint32_t head_dims[] = {8, 72, 128, 256};
   for (Dtype dtype : {Dtype::F32, Dtype::F16})

@@ -1,7 +1,7 @@
 // FREQKV on Vulkan against the CPU: the compression step after 1 and after 20 successive
 // compressions (new tokens filling the window in between) for windows of 64, 1000 and 4096
 // slots, 4092 + 4 sinks, and with recent tokens kept out of the transform (the authors' 8 + 8
-// at 4096, a middle of 61 on the dense route, recent tokens moving onto rows they overlap),
+// at 4096, a middle of 61 on the chirp-z route, recent tokens moving onto rows they overlap),
 // with the sinks and the recent tokens bit-identical throughout; and whole caches fed the same
 // chunks and decode steps through the C API, giving the same attention and contents.
 #include <doctest/doctest.h>
@@ -34,7 +34,7 @@ TEST_CASE("FreqKV compression on Vulkan equals the CPU over 20 successive compre
     uint32_t window, sinks, recent;
   };
   // Middles M = N - S - R: 64, 1000, 4096, 4092 (no recent tokens); 4080 and 69 on the FFT
-  // route, 61 (prime) on the dense one; 12 with 15 recent tokens, which land on rows 8 .. 22,
+  // route, 61 (prime) on the chirp-z one; 12 with 15 recent tokens, which land on rows 8 .. 22,
   // 9 .. 22 of them their own.
   const Setting settings[] = {{64, 0, 0}, {1000, 0, 0}, {4096, 0, 0}, {4096, 4, 0},
                               {4096, 8, 8}, {77, 3, 5}, {70, 3, 6}, {29, 2, 15}};
@@ -66,10 +66,10 @@ TEST_CASE("FreqKV compression on Vulkan equals the CPU over 20 successive compre
       CHECK(retained == (window - sinks - recent) / 2);
       const FreqKvPolicy& policy = *runs[0].policy;
       const ops::FrequencyCompressShape shape{heads, dim, policy.compressed_slots(), retained, slot_stride, dtype};
-      const bool fft = ops::frequency_compress_route(*gpu, shape) == ops::FrequencyCompressRoute::Fft;
+      const ops::FrequencyCompressRoute route = ops::frequency_compress_route(*gpu, shape);
       size_t pipelines_after_first = 0;
       for (uint32_t compression = 1; compression <= 20; ++compression) {
-        INFO(std::string(dtype_name(dtype)), " window ", window, " sinks ", sinks, " recent ", recent, fft ? " fft" : " dense", " after ",
+        INFO(std::string(dtype_name(dtype)), " window ", window, " sinks ", sinks, " recent ", recent, " route ", int(route), " after ",
              compression, " compressions");
         std::vector<float> incoming = test::random_floats(size_t(window - kept) * dim);
         const std::vector<unsigned char> incoming_bytes = test::encode(incoming, dtype);
