@@ -34,7 +34,8 @@ def idct_ortho(z: torch.Tensor) -> torch.Tensor:
 
 
 # kvc-bench's freqkv_compress rows: (name, shape, dtype, make_step arguments).
-ROWS = [("freqkv_compress", "layers=32 kvh=8 N=4096 S=4 d=128 fft", dtype, {}) for dtype in ("f16", "f32")]
+ROWS = [("freqkv_compress", "layers=32 kvh=8 N=4096 S=4 d=128 fft", dtype, {}) for dtype in ("f16", "f32")] + [
+    ("freqkv_compress", "layers=32 kvh=8 N=2048 S=4 d=128 chirp", dtype, {"window": 2048}) for dtype in ("f16", "f32")]
 
 
 def make_step(device, dtype, layers=32, kv_heads=8, window=4096, sinks=4, head_dim=128, retain_ratio=0.5):
