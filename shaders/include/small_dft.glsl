@@ -1,4 +1,4 @@
-// The DFT of one butterfly (radix 2, 3, 4 or an odd prime up to
+// The DFT of one butterfly (radix 2, 3, 4, 8, 16 or an odd prime up to
 // MAX_RADIX), on values held in registers, for the shared-memory FFTs.
 // x is sized by the fixed bound MAX_RADIX and loops run to the radix, a specialization
 // constant at every call: unrolled, every index is a constant and x stays in registers
@@ -40,10 +40,56 @@ const vec2 ODD_PRIME_ROOTS[73] = vec2[](
     vec2(-0.9948693234, 0.101168322));
 uint odd_prime_roots_first(uint radix) { return radix == 5 ? 0u : radix == 7 ? 2u : radix == 11 ? 5u : radix == 13 ? 10u : radix == 17 ? 16u : radix == 19 ? 24u : radix == 23 ? 33u : radix == 29 ? 44u : 58u; }
 
+// (cos, sin) of 2 pi m / 16, m = 0 .. 9: the twiddles inside the radix-8 and -16 butterflies.
+const vec2 SIXTEENTH_ROOTS[10] = vec2[](
+    vec2(1.0, 0.0), vec2(0.9238795325, 0.3826834324), vec2(0.7071067812, 0.7071067812), vec2(0.3826834324, 0.9238795325),
+    vec2(0.0, 1.0), vec2(-0.3826834324, 0.9238795325), vec2(-0.7071067812, 0.7071067812), vec2(-0.9238795325, 0.3826834324),
+    vec2(-1.0, 0.0), vec2(-0.9238795325, -0.3826834324));
+
+// The length-4 DFT of (a, b, c, d) in place.
+void dft4(inout vec2 a, inout vec2 b, inout vec2 c, inout vec2 d, float s) {
+  const vec2 even_sum = a + c, even_difference = a - c, odd_sum = b + d;
+  const vec2 odd_turn = s * times_i(b - d);  // e^(s i pi / 2) = s i
+  a = even_sum + odd_sum;
+  c = even_sum - odd_sum;
+  b = even_difference + odd_turn;
+  d = even_difference - odd_turn;
+}
+
 // x <- X, X_k = sum_j x_j e^(s 2 pi i j k / radix), s = -1 (forward) or +1 (inverse).
 void small_dft(inout vec2 x[MAX_RADIX], uint radix, bool inverse) {
   const float s = inverse ? 1.0 : -1.0;
-  if (radix == 2) {
+  if (radix == 8 || radix == 16) {
+    // radix = 4 C: with j = C j1 + j2 and k = k1 + 4 k2, length-4 DFTs over j1 for each j2,
+    // twiddles e^(s 2 pi i j2 k1 / radix), then length-C DFTs over j2 for each k1.
+    const uint columns = radix / 4;
+    [[unroll]] for (uint j2 = 0; j2 < columns; ++j2) {
+      dft4(x[j2], x[columns + j2], x[2 * columns + j2], x[3 * columns + j2], s);
+      [[unroll]] for (uint k1 = 1; k1 < 4; ++k1)
+        if (j2 > 0) {
+          const vec2 root = SIXTEENTH_ROOTS[j2 * k1 * (16 / radix)];
+          x[k1 * columns + j2] = complex_mul(x[k1 * columns + j2], vec2(root.x, s * root.y));
+        }
+    }
+    vec2 y[16];
+    [[unroll]] for (uint k1 = 0; k1 < 4; ++k1) {
+      vec2 a = x[k1 * columns], b = x[k1 * columns + 1], c = vec2(0.0), d = vec2(0.0);
+      if (columns == 4) {
+        c = x[k1 * columns + 2];
+        d = x[k1 * columns + 3];
+        dft4(a, b, c, d, s);
+      } else {
+        const vec2 first = a;
+        a = first + b;
+        b = first - b;
+      }
+      y[k1] = a;
+      y[k1 + 4] = b;
+      y[k1 + 8] = c;
+      y[k1 + 12] = d;
+    }
+    [[unroll]] for (uint k = 0; k < radix; ++k) x[k] = y[k];
+  } else if (radix == 2) {
     const vec2 a = x[0];
     x[0] = a + x[1];
     x[1] = a - x[1];
@@ -54,12 +100,7 @@ void small_dft(inout vec2 x[MAX_RADIX], uint radix, bool inverse) {
     x[1] = middle + turn;
     x[2] = middle - turn;
   } else if (radix == 4) {
-    const vec2 even_sum = x[0] + x[2], even_difference = x[0] - x[2], odd_sum = x[1] + x[3];
-    const vec2 odd_turn = s * times_i(x[1] - x[3]);  // e^(s i pi / 2) = s i
-    x[0] = even_sum + odd_sum;
-    x[2] = even_sum - odd_sum;
-    x[1] = even_difference + odd_turn;
-    x[3] = even_difference - odd_turn;
+    dft4(x[0], x[1], x[2], x[3], s);
   } else {
     // Odd prime: X_k = A_k + s i B_k and X_{radix-k} = A_k - s i B_k with
     // A_k = x_0 + sum_j (x_j + x_{radix-j}) cos(2 pi j k / radix) and

@@ -57,13 +57,16 @@ struct Push {
 };
 
 // The stage radices of a length-`length` FFT, or nothing when a prime factor exceeds 31 or
-// there are more than 8 stages. Radix 4 first, odd radices last: the last stages' butterflies
-// are contiguous, and an odd radix strides shared memory without bank conflicts.
+// there are more than 8 stages. Powers of two first, in as few stages as radix 16 allows
+// (each stage is a pass through shared memory and a barrier); odd radices last: the last
+// stages' butterflies are contiguous, and an odd radix strides shared memory without bank
+// conflicts.
 std::optional<std::vector<uint32_t>> stage_radices(uint32_t length) {
   if (length == 0) return std::nullopt;
   std::vector<uint32_t> radices;
-  while (length % 4 == 0) radices.push_back(4), length /= 4;
-  if (length % 2 == 0) radices.push_back(2), length /= 2;
+  while (length % 16 == 0) radices.push_back(16), length /= 16;
+  for (uint32_t radix : {8u, 4u, 2u})
+    if (length % radix == 0) radices.push_back(radix), length /= radix;
   for (uint32_t radix : kOddRadices)
     while (length % radix == 0) radices.push_back(radix), length /= radix;
   if (length != 1 || radices.size() > kMaxStages) return std::nullopt;

@@ -1,5 +1,5 @@
 // The Vulkan frequency compression against the CPU reference on every route: FFT lengths with
-// every radix the kernel has (2, 3, 4, 5, 7, 11, 13, 17, 19, 23, 29, 31; FreqKV's 4092 -> 2046
+// every radix the kernel has (2, 3, 4, 8, 16, 5, 7, 11, 13, 17, 19, 23, 29, 31; FreqKV's 4092 -> 2046
 // and 4096 -> 2048 among them), lengths with a prime factor above 31 on the chirp-z route (the
 // forward transform's, the inverse's with a convolution longer than N, both) and one too long
 // for it that the dense route takes,
