@@ -152,16 +152,27 @@ vec2 dct_pair(uint base, uint t) {
   return 0.5 * vec2(complex_mul(shift, z + conj_mirror).x, complex_mul(shift, z - conj_mirror).y);
 }
 
-// Entry t of the length-L spectrum whose inverse FFT is the pair's DCT-III input reordered:
-// with g_t = w_t X_t / N (w_0 = 1, w_t = 2: eq. 3's sqrt(L/N) times both orthonormal weights),
-// a column's entry is e^(i pi t / 2L) (g_t - i g_{L-t}) / 2 (g_0 alone at t = 0), and the
-// pair's is column a's plus i times column b's.
-vec2 inverse_input(uint pair, uint t) {
+// Entries t and L - t (0 <= t <= L / 2) of the length-L spectrum whose inverse FFT is the
+// pair's DCT-III input reordered: with g_t = w_t X_t / N (w_0 = 1, w_t = 2: eq. 3's sqrt(L/N)
+// times both orthonormal weights), a column's entry t is e^(i pi t / 2L) (g_t - i g_{L-t}) / 2
+// (g_0 alone at t = 0), and the pair's is column a's plus i times column b's. Both entries
+// take the same two coefficients, so one thread forms both. `at_mirror` is unset at t = 0.
+void inverse_inputs(uint pair, uint t, out vec2 at_t, out vec2 at_mirror) {
   const uint base = pair * SIGNAL_STRIDE;
   const vec2 coefficient = dct_pair(base, t);
-  if (t == 0) return coefficient / float(IN_LENGTH);
+  if (t == 0) {
+    at_t = coefficient / float(IN_LENGTH);
+    return;
+  }
   const vec2 mirror = dct_pair(base, OUT_LENGTH - t);
-  return complex_mul(twiddles[OUT_SHIFTS + t], vec2(coefficient.x + mirror.y, coefficient.y - mirror.x)) / float(IN_LENGTH);
+  at_t = complex_mul(twiddles[OUT_SHIFTS + t], vec2(coefficient.x + mirror.y, coefficient.y - mirror.x)) / float(IN_LENGTH);
+  at_mirror = complex_mul(twiddles[OUT_SHIFTS + OUT_LENGTH - t], vec2(mirror.x + coefficient.y, mirror.y - coefficient.x)) /
+              float(IN_LENGTH);
+}
+
+// Stores entry t of a pair's inverse-FFT input where the inverse stages expect it.
+void store_inverse_input(uint pair, uint t, vec2 value) {
+  signal[pair * SIGNAL_STRIDE + out_position(t)] = OUT_CHIRP ? complex_mul(value, twiddles[OUT_CHIRPS + t]) : value;
 }
 
 // The pairs of every round at element `at` of a row: round r's at at + 2 r.
@@ -276,18 +287,21 @@ void main() {
       barrier();
     }
 
-    // Every entry reads four coefficients from anywhere in the signal it overwrites: all are
-    // computed into registers before any is stored.
+    // Every pair of entries (t, L - t) reads four coefficients from anywhere in the signal it
+    // overwrites: all are computed into registers before any is stored.
+    const uint HALVES = OUT_LENGTH / 2 + 1;  // t = 0 .. L / 2 per pair
+    vec2 mirrors[ITEMS_PER_THREAD];
     [[unroll]] for (uint i = 0; i < ITEMS_PER_THREAD; ++i) {
       const uint item = thread + i * THREADS;
-      if (item < PAIRS * OUT_LENGTH) held[0][i] = inverse_input(item / OUT_LENGTH, item % OUT_LENGTH);
+      if (item < PAIRS * HALVES) inverse_inputs(item / HALVES, item % HALVES, held[0][i], mirrors[i]);
     }
     barrier();
     [[unroll]] for (uint i = 0; i < ITEMS_PER_THREAD; ++i) {
-      const uint item = thread + i * THREADS, t = item % OUT_LENGTH;
-      if (item < PAIRS * OUT_LENGTH)
-        signal[(item / OUT_LENGTH) * SIGNAL_STRIDE + out_position(t)] =
-            OUT_CHIRP ? complex_mul(held[0][i], twiddles[OUT_CHIRPS + t]) : held[0][i];
+      const uint item = thread + i * THREADS, pair = item / HALVES, t = item % HALVES;
+      if (item < PAIRS * HALVES) {
+        store_inverse_input(pair, t, held[0][i]);
+        if (t != 0 && 2 * t != OUT_LENGTH) store_inverse_input(pair, OUT_LENGTH - t, mirrors[i]);
+      }
     }
     if (OUT_CHIRP) zero_signal(OUT_LENGTH, OUT_FFT_LENGTH);
     barrier();
