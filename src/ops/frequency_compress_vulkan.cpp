@@ -1,4 +1,4 @@
-// Vulkan FreqKV compression: two routes.
+// Vulkan FreqKV compression: three routes.
 //
 // FFT (shaders/frequency_compress.comp): one workgroup per (head, PAIRS pairs of head dims)
 // holds its columns in shared memory and runs DCT-II, truncation and DCT-III there through
@@ -7,12 +7,17 @@
 // lives in registers) and one pair's N complex values fit in shared memory (N <= 4096 on
 // lavapipe, 6144 on the H100), small N included: measured on the H100 (32 layers x 8 kv heads,
 // d = 128, f32), N - S = 64 took 0.17 ms on this route against 0.80 ms for N - S = 61 on the
-// dense one, and N - S = 4092 took 3.2 ms (f16 2.4 ms; 1.9 / 1.7 ms after the changes below)
+// dense one, and N - S = 4092 took 3.2 ms (f16 2.4 ms; 1.78 / 1.61 ms after the changes below)
 // against the dense route's 26.5 ms.
 //
+// Chirp: the same kernel where N or L has a prime factor above 31, that length's DFT taken as
+// a cyclic convolution of a 7-smooth length M >= 2n - 1 (Bluestein), when a pair's M points
+// fit in shared memory: N - S = 2044 = 4 * 7 * 73 in 2.5 ms on the H100 (f32), 61 in 0.21 ms.
+//
 // Dense (ops/sequence_transform.h with ops/dct_matrix.h's fused matrix): every other shape,
-// e.g. N - S = 2044 = 4 * 7 * 73 (7.2 ms on the H100, f32) or N > 6144. L * N multiply-adds per
-// column, out of place through scratch, then copied back with the R recent rows.
+// e.g. N - S above 3072 with a large prime factor, or N > 6144 (N - S = 2044 took 7.2 ms
+// here). L * N multiply-adds per column, out of place through scratch, then copied back with
+// the R recent rows.
 //
 // Where the FFT route's time went at N - S = 4092 (H100, f32 / f16, 32 layers): loading and
 // storing alone 1.85 / 1.08 ms, the radix-11 and -31 stages 1.0 ms, the rest 0.3 ms. The loads
@@ -20,9 +25,11 @@
 // and the time followed the number of L2 requests. Holding 2 (f32) or 4 (f16) pairs in
 // registers and taking them through shared memory in turn, each thread moving 16 contiguous
 // bytes of a row, took the whole op from 3.18 / 2.43 ms to 1.97 / 1.82 ms; the odd-prime
-// butterflies' roots as constants, to 1.90 / 1.74 ms. The floor is 0.28 ms
-// f32: what is left is the FFT stages (odd radices leave most threads idle) and, in f16, the
-// registers that four held pairs cost.
+// butterflies' roots as constants, to 1.90 / 1.74 ms; the spectral step forming entries t and
+// L - t together, to 1.78 / 1.61 ms. The floor is 0.28 ms f32: what is left is one workgroup
+// per SM (128 registers a thread at 512 threads), each phase alone on the SM between barriers,
+// and the radix-31 stages' idle threads (docs/benchmarks.md, "FreqKV compression", has the
+// parts and the workgroup shapes tried).
 //
 // Why not VkFFT's DCT: it refuses N = 4092 and goes wrong along the cache's
 // strided axis on the H100 (../shared/GPU.md), so it would need a transpose into [head][d][N],
