@@ -47,10 +47,6 @@ void add_freqkv_rows(Backend& backend, const Timing& timing, const RowOptions& o
   for (const Setting& setting : settings)
     for (Dtype dtype : {Dtype::F16, Dtype::F32}) {
       const uint32_t window = setting.window;
-      const std::string shape_label = "layers=" + std::to_string(layers) + " kvh=8 N=" + std::to_string(window) +
-                                      " S=" + std::to_string(setting.sinks) +
-                                      (setting.recent ? " R=" + std::to_string(setting.recent) : "") + " d=128";
-      if (!options.wants("freqkv_compress", shape_label)) continue;
       CacheConfig config;
       config.num_layers = layers;
       config.num_q_heads = kQHeads;
@@ -62,14 +58,16 @@ void add_freqkv_rows(Backend& backend, const Timing& timing, const RowOptions& o
       params.sink_tokens = setting.sinks;
       params.recent_tokens = setting.recent;
       FreqKvPolicy policy(config, params);
-      policy.allocate_device_state(backend);
-      auto states = make_random(backend, size_t(kKvHeads) * window * kHeadDim * dtype_size(dtype), dtype);
       const ops::FrequencyCompressShape shape{kKvHeads, kHeadDim, policy.compressed_slots(), policy.retained_slots(), window, dtype};
       const char* const route_names[] = {" fft", " chirp", " dense"};
-      const char* const route = backend.is_cpu() ? "" : route_names[int(ops::frequency_compress_route(backend, shape))];
       Row row;
       row.name = "freqkv_compress";
-      row.shape = shape_label + route;
+      row.shape = "layers=" + std::to_string(layers) + " kvh=8 N=" + std::to_string(window) + " S=" + std::to_string(setting.sinks) +
+                  (setting.recent ? " R=" + std::to_string(setting.recent) : "") + " d=128" +
+                  (backend.is_cpu() ? "" : route_names[int(ops::frequency_compress_route(backend, shape))]);
+      if (!options.wants(row.name, row.shape)) continue;
+      policy.allocate_device_state(backend);
+      auto states = make_random(backend, size_t(kKvHeads) * window * kHeadDim * dtype_size(dtype), dtype);
       row.dtype = dtype_name(dtype);
       // One layer's K (or V) per call, as the policy runs it; the same tensor stands for every layer.
       row.median_us = median_us(backend, timing, [&] {

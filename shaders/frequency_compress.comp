@@ -29,14 +29,14 @@
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 
-layout(local_size_x_id = 0) in;  // THREADS >= PAIRS * IN_LENGTH / ITEMS_PER_THREAD
+layout(local_size_x_id = 0) in;  // THREADS >= PAIRS * SIGNAL_STRIDE / ITEMS_PER_THREAD
 layout(constant_id = 1) const uint HEAD_DIM = 128;
 layout(constant_id = 2) const bool IS_F16 = false;
 layout(constant_id = 3) const uint PAIRS = 1;         // pairs of head dims per workgroup
 layout(constant_id = 4) const uint IN_LENGTH = 8;     // N
 layout(constant_id = 5) const uint OUT_LENGTH = 4;    // L
-// Stage radices of the length-N and length-L FFTs, 8 bits each, stage 0 in the lowest bits;
-// 0 past the last stage.
+// Stage radices of the two FFTs (IN_FFT_LENGTH and OUT_FFT_LENGTH points), 8 bits each,
+// stage 0 in the lowest bits; 0 past the last stage.
 layout(constant_id = 6) const uint IN_RADICES_LOW = 0;
 layout(constant_id = 7) const uint IN_RADICES_HIGH = 0;
 layout(constant_id = 8) const uint OUT_RADICES_LOW = 0;
@@ -345,13 +345,16 @@ void main() {
   }
 
   // Row N + r moves to row L + r in chunks of N - L rows: a chunk writes only rows the one
-  // before it has read (row L + r is row N + r - (N - L)), and the first only rows the
-  // transform read before its first barrier.
+  // before it has read (row L + r is row N + r - (N - L)), hence the barrier between them,
+  // and the first only rows the transform read before its first barrier.
   const uint WORD_ELEMENTS = IS_F16 ? 2 : 1, SEGMENT_WORDS = 2 * PAIRS * ROUNDS / WORD_ELEMENTS;
   const uint ROW_WORDS = HEAD_DIM / WORD_ELEMENTS, CHUNK_ROWS = IN_LENGTH - OUT_LENGTH;
   const uint segment = columns / WORD_ELEMENTS;
   for (uint chunk = 0; chunk < RECENT_LENGTH; chunk += CHUNK_ROWS) {
-    barrier();
+    if (chunk > 0) {
+      memoryBarrierBuffer();
+      barrier();
+    }
     const uint rows = min(CHUNK_ROWS, RECENT_LENGTH - chunk);
     for (uint item = thread; item < rows * SEGMENT_WORDS; item += THREADS) {
       const uint row = chunk + item / SEGMENT_WORDS, word = segment + item % SEGMENT_WORDS;

@@ -2,8 +2,8 @@
 // appendix F.5's rescale): each column x (one head, one head dimension, in_length rows) becomes
 // y = sqrt(L / N) * IDCT_L(DCT_N(x)[0 : L]) in its first L = out_length rows, orthonormal DCTs
 // (appendix A, eq. 6 and 7). The R rows after them (N .. N+R-1, FreqKV's recent tokens kept
-// whole) then move up to follow, to L .. L+R-1, in the same pass; rows L+R .. N+R-1 are left
-// undefined. f32 arithmetic on the device, double on the CPU.
+// whole) then move up to follow, to L .. L+R-1 (in the same dispatch on the FFT routes); rows
+// L+R .. N+R-1 are left undefined. f32 arithmetic on the device, double on the CPU.
 #pragma once
 
 #include <cstdint>

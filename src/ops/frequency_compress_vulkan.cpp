@@ -50,7 +50,7 @@ namespace kvc::ops {
 namespace {
 
 constexpr uint32_t kItemsPerThread = 8;  // ITEMS_PER_THREAD in the shader
-constexpr uint32_t kMaxStages = 8;       // MAX_STAGES
+constexpr uint32_t kMaxStages = 8;       // the shader's IN_RADIX_0 .. _7
 constexpr uint32_t kMaxPairs = 8;        // 16 dims: 64-byte row segments in f32
 constexpr uint32_t kMaxRounds = 4;       // MAX_ROUNDS
 // Bytes of a row each thread reads and writes at once, where shared memory holds too few pairs
@@ -114,7 +114,7 @@ struct FftLaunch {
 
 std::optional<FftLaunch> fft_launch(const vk::Device& device, const FrequencyCompressShape& shape) {
   const TransformPlan in = transform_plan(shape.in_length), out = transform_plan(shape.out_length);
-  const uint64_t signal_length = std::max({shape.in_length, in.fft_length, out.fft_length});  // SIGNAL_STRIDE
+  const uint64_t signal_length = std::max(in.fft_length, out.fft_length);  // SIGNAL_STRIDE
   const VkPhysicalDeviceLimits& limits = device.properties().limits;
   const uint64_t shared_bytes = limits.maxComputeSharedMemorySize;
   const uint64_t most_threads = std::min({kMaxThreads, limits.maxComputeWorkGroupInvocations, limits.maxComputeWorkGroupSize[0]});

@@ -96,7 +96,7 @@ void FreqKvPolicy::allocate_device_state(Backend& backend) {
 void FreqKvPolicy::compress(Tensor& states, uint32_t slot_stride) {
   require(backend_ != nullptr, KVC_ERROR_INTERNAL, "FreqKvPolicy::compress before allocate_device_state");
   const size_t row_bytes = size_t(head_dim_) * dtype_size(dtype_);
-  // The op moves the recent rows up behind the compressed ones in the same pass.
+  // The op moves the recent rows up behind the compressed ones.
   ops::frequency_compress(*backend_, compress_shape(slot_stride), {View{&states, sink_slots_ * row_bytes}});
 }
 
