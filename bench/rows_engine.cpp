@@ -3,6 +3,7 @@
 // the public C API, beside the GPU time of the same work, for each way of driving libkvc
 // (EnginePath: host arrays, device buffers, one step per token).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -250,6 +251,28 @@ void add_prefill_rows(EngineSession& session, const EngineSizes& sizes, const Ro
   }
 }
 
+// FreqKV's compression through the API: the decode step whose token fills the window (N at
+// the first decode length), each run's cache refilled to N - 1 tokens first, so that every
+// layer's attend then compresses its K and V. Beside engine_decode freqkv (whose median
+// leaves the compressions out) it is what a compression adds to the token that meets it. Its
+// floor adds to the decode's bytes each layer's K and V middle (M rows) read and L rows
+// written.
+void add_compress_rows(EngineSession& session, const EngineSizes& sizes, const RowOptions& options, Report& report) {
+  const uint32_t window = sizes.decode_lengths.front();
+  const kvc_freqkv_params params = kvc_freqkv_params_default();
+  const uint32_t middle = window - params.sink_tokens - params.recent_tokens;
+  const uint32_t retained = static_cast<uint32_t>(std::floor(double(params.retain_ratio) * middle));
+  const EngineShape& shape = sizes.shape;
+  const double bytes = bytes_moved(shape, window, 1) +
+                       shape.layers * 2.0 * shape.kv_heads * shape.head_dim * 2.0 * (middle + retained + 2.0 * params.recent_tokens);
+  for (EnginePath path : kPaths)
+    add_row(report, session, options, "engine_compress", shape_text(kFreqKv, window, 1, shape, path), bytes, [&] {
+      CachePtr cache = session.create_cache(KVC_POLICY_FREQKV, window, &params);
+      return median_wall_us(sizes.decode_repetitions, [&] { session.refill(cache.get(), window - 1); },
+                            [&] { return session.run_step(cache.get(), path, 1, false); });
+    });
+}
+
 // FAEDKV's transform of every layer's prompt at kvc_cache_end_prefill, alone: the cache is
 // refilled with the prompt before each run. Its floor reads the middle's K and V once (f16)
 // and writes the kept bins (complex f32).
@@ -270,14 +293,15 @@ void add_end_prefill_rows(EngineSession& session, const EngineSizes& sizes, cons
 
 void add_engine_rows(const Timing& timing, const RowOptions& options, Report& report) {
   const bool decode = options.wants("engine_decode"), batch = options.wants("engine_decode_batch"), prefill = options.wants("engine_prefill"),
-             end_prefill = options.wants("engine_end_prefill");
-  if (!decode && !batch && !prefill && !end_prefill) return;
+             end_prefill = options.wants("engine_end_prefill"), compress = options.wants("engine_compress");
+  if (!decode && !batch && !prefill && !end_prefill && !compress) return;
   const EngineSizes sizes = sizes_for(timing, options.quick);
   EngineSession session(sizes.shape, sizes.chunk);
   if (decode) add_decode_rows(session, sizes, options, report);
   if (batch) add_decode_batch_rows(session, sizes, options, report);
   if (prefill) add_prefill_rows(session, sizes, options, report);
   if (end_prefill) add_end_prefill_rows(session, sizes, options, report);
+  if (compress) add_compress_rows(session, sizes, options, report);
 }
 
 }  // namespace kvc::bench
