@@ -26,6 +26,8 @@ layout(push_constant) uniform Push {
   uint rows_per_block;  // rows come in blocks (TopKShape), block b's rows from b * block_stride
   uint block_stride;
   uint index_block_stride;
+  uint block_ks;  // entries of block_k: block b's rows keep block_k[b] (0: every row keeps k)
+  uint block_k[23];  // kTopKMaxBlockKs (ops/top_k.h)
 } push;
 
 const uint WORKGROUP = gl_WorkGroupSize.x;
@@ -44,8 +46,10 @@ void main() {
   const uint block = gl_WorkGroupID.x / push.rows_per_block, row_in_block = gl_WorkGroupID.x % push.rows_per_block;
   base = block * push.block_stride + row_in_block * push.row_stride;
   const uint index_base = block * push.index_block_stride + row_in_block * push.index_stride;
+  const uint k = push.block_ks == 0u ? push.k : push.block_k[block];
+  if (k == 0u) return;  // uniform in the workgroup
 
-  const RadixSelection selection = radix_select(push.row_length, push.k);
+  const RadixSelection selection = radix_select(push.row_length, k);
   const uint threshold = selection.threshold;
   const uint needed_equal = selection.needed_equal;
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "backend/backend.h"
 
@@ -26,7 +27,20 @@ struct TopKShape {
   uint32_t rows_per_block = 0;
   uint32_t block_stride = 0;        // >= rows_per_block * row_stride
   uint32_t index_block_stride = 0;  // >= rows_per_block * index_stride
+  // A k for each block (the layers of a PyramidKV or P-HitKV selection keep budgets of their
+  // own): block b's rows keep block_k[b] positions, each <= k, which bounds index_stride.
+  // Empty: every row keeps k. At most kTopKMaxBlockKs entries (they travel as push constants).
+  std::vector<uint32_t> block_k;
 };
+
+// What 128 bytes of push constants hold beside the shape's other fields.
+constexpr uint32_t kTopKMaxBlockKs = 23;
+
+// How many positions row `row` keeps.
+inline uint32_t top_k_row_k(const TopKShape& shape, uint32_t row) {
+  if (shape.block_k.empty()) return shape.k;
+  return shape.block_k[shape.rows_per_block ? row / shape.rows_per_block : 0];
+}
 
 // Where row `row` starts: in scores (and priority) with `stride` = row_stride and `block` =
 // block_stride, in indices with index_stride and index_block_stride.
@@ -39,7 +53,7 @@ inline uint64_t top_k_row_start(const TopKShape& shape, uint32_t row, uint32_t s
 struct TopKArgs {
   View scores;    // f32 rows of row_stride, >= 0
   View priority;  // optional uint32 rows, placed as the scores
-  View indices;   // uint32 rows of index_stride: the first k are written, ascending
+  View indices;   // uint32 rows of index_stride: the row's first k are written, ascending
 };
 
 // Throws Error (KVC_ERROR_INVALID_ARGUMENT) when the shape breaks the limits above.

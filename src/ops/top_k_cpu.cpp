@@ -15,6 +15,14 @@ void check_top_k_shape(const TopKShape& shape) {
           "top_k: k = " + std::to_string(shape.k) + " exceeds the row length " + std::to_string(shape.row_length));
   require(shape.row_length <= shape.row_stride && shape.k <= shape.index_stride, KVC_ERROR_INVALID_ARGUMENT,
           "top_k: a row or index stride is shorter than what it holds");
+  const uint64_t blocks = shape.rows_per_block ? (uint64_t(shape.num_rows) + shape.rows_per_block - 1) / shape.rows_per_block : 1;
+  require(shape.block_k.empty() || (shape.block_k.size() == blocks && shape.block_k.size() <= kTopKMaxBlockKs),
+          KVC_ERROR_INVALID_ARGUMENT,
+          "top_k: " + std::to_string(shape.block_k.size()) + " k's for " + std::to_string(blocks) + " blocks; one a block, at most " +
+              std::to_string(kTopKMaxBlockKs));
+  for (uint32_t block_k : shape.block_k)
+    require(block_k <= shape.k, KVC_ERROR_INVALID_ARGUMENT,
+            "top_k: a block's k (" + std::to_string(block_k) + ") exceeds k = " + std::to_string(shape.k));
   require(shape.rows_per_block == 0 || (uint64_t(shape.block_stride) >= uint64_t(shape.rows_per_block) * shape.row_stride &&
                                         uint64_t(shape.index_block_stride) >= uint64_t(shape.rows_per_block) * shape.index_stride),
           KVC_ERROR_INVALID_ARGUMENT, "top_k: a block stride is shorter than its rows");
@@ -33,10 +41,11 @@ void top_k_cpu(const TopKShape& shape, const TopKArgs& args) {
     auto before = [](const std::pair<uint32_t, uint32_t>& a, const std::pair<uint32_t, uint32_t>& b) {
       return a.first != b.first ? a.first > b.first : a.second < b.second;
     };
-    std::partial_sort(ranked.begin(), ranked.begin() + shape.k, ranked.end(), before);
+    const uint32_t k = top_k_row_k(shape, row);
+    std::partial_sort(ranked.begin(), ranked.begin() + k, ranked.end(), before);
     uint32_t* out = args.indices.host<uint32_t>() + top_k_row_start(shape, row, shape.index_stride, shape.index_block_stride);
-    for (uint32_t i = 0; i < shape.k; ++i) out[i] = ranked[i].second;
-    std::sort(out, out + shape.k);
+    for (uint32_t i = 0; i < k; ++i) out[i] = ranked[i].second;
+    std::sort(out, out + k);
   }
 }
 

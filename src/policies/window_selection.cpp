@@ -17,41 +17,79 @@ uint32_t hits_needed(float theta, uint32_t rows) {
 
 namespace {
 
-// Where each layer of a pass has its intermediates: its per-slot tensors (scores, pooled
-// scores, hits; [num_kv_heads][num_prefix] floats or counts) and its kept indices
-// ([num_kv_heads][kept_prefix]) each from an offset aligned for any binding, so a layer's part
-// binds on its own and a run of layers of one shape sits at one stride.
-struct WorkspaceParts {
-  std::vector<size_t> per_slot, kept;  // byte offsets, a layer each
-  size_t per_slot_bytes = 0, kept_bytes = 0;
-};
-
 size_t aligned(size_t bytes) { return (bytes + kPartAlignment - 1) / kPartAlignment * kPartAlignment; }
 
 // A layer's part of each tensor, at least a word, so that a layer keeping no prefix slot
-// still binds something.
+// still binds something: per slot its scores, pooled scores or hits, kept its indices at
+// `index_stride` per kv head.
 size_t per_slot_part(const SelectionShape& shape) {
   return aligned(std::max<size_t>(size_t(shape.scores.num_kv_heads) * shape.scores.num_prefix() * 4, 4));
 }
-size_t kept_part(const SelectionShape& shape) {
-  return aligned(std::max<size_t>(size_t(shape.scores.num_kv_heads) * shape.kept_prefix * 4, 4));
+size_t kept_part(const SelectionShape& shape, uint32_t index_stride) {
+  return aligned(std::max<size_t>(size_t(shape.scores.num_kv_heads) * index_stride * 4, 4));
 }
+
+// Whether layers a and b rank alike: one top-k dispatch takes both, at one stride (each with
+// its own k).
+bool rank_alike(const SelectionShape& a, const SelectionShape& b) {
+  return a.scores.num_kv_heads == b.scores.num_kv_heads && a.scores.num_prefix() == b.scores.num_prefix() &&
+         a.indicator == b.indicator && a.hit_min_count == b.hit_min_count;
+}
+
+// Layers [first, end) that one top-k ranks (at most 65535 rows: a workgroup a row), their
+// kept indices at one stride, the largest kept prefix among them. block_k holds each layer's
+// kept prefix where they differ (PyramidKV's, P-HitKV's budgets), so such a run takes at most
+// kTopKMaxBlockKs layers; empty where every layer keeps the same.
+struct TopKRun {
+  size_t first = 0, end = 0;
+  uint32_t index_stride = 0;
+  std::vector<uint32_t> block_k;
+};
+
+std::vector<TopKRun> top_k_runs(const std::vector<SelectionShape>& shapes, size_t first, size_t end) {
+  std::vector<TopKRun> runs;
+  for (size_t run = first; run < end;) {
+    const SelectionShape& shape = shapes[run];
+    TopKRun next{run, run + 1, shape.kept_prefix, {}};
+    bool same_k = true;
+    for (; next.end < end && rank_alike(shapes[next.end], shape); ++next.end) {
+      const size_t layers = next.end - run + 1;
+      const bool still_same = same_k && shapes[next.end].kept_prefix == shape.kept_prefix;
+      if (layers * shape.scores.num_kv_heads > 65535 || (!still_same && layers > ops::kTopKMaxBlockKs)) break;
+      same_k = still_same;
+      next.index_stride = std::max(next.index_stride, shapes[next.end].kept_prefix);
+    }
+    if (!same_k)
+      for (size_t layer = run; layer < next.end; ++layer) next.block_k.push_back(shapes[layer].kept_prefix);
+    runs.push_back(std::move(next));
+    run = runs.back().end;
+  }
+  return runs;
+}
+
+// Where each layer of a pass has its intermediates: its per-slot tensors (scores, pooled
+// scores, hits; [num_kv_heads][num_prefix] floats or counts) and its kept indices
+// ([num_kv_heads][its run's index stride]) each from an offset aligned for any binding, so a
+// layer's part binds on its own and a run of layers of one shape sits at one stride.
+struct WorkspaceParts {
+  std::vector<TopKRun> runs;
+  std::vector<size_t> per_slot, kept;  // byte offsets, a layer each
+  std::vector<uint32_t> kept_stride;   // indices per kv head, a layer each
+  size_t per_slot_bytes = 0, kept_bytes = 0;
+};
 
 WorkspaceParts workspace_parts(const std::vector<SelectionShape>& shapes, size_t first, size_t end) {
   WorkspaceParts parts;
-  for (size_t layer = first; layer < end; ++layer) {
-    parts.per_slot.push_back(parts.per_slot_bytes);
-    parts.kept.push_back(parts.kept_bytes);
-    parts.per_slot_bytes += per_slot_part(shapes[layer]);
-    parts.kept_bytes += kept_part(shapes[layer]);
-  }
+  parts.runs = top_k_runs(shapes, first, end);
+  for (const TopKRun& run : parts.runs)
+    for (size_t layer = run.first; layer < run.end; ++layer) {
+      parts.per_slot.push_back(parts.per_slot_bytes);
+      parts.kept.push_back(parts.kept_bytes);
+      parts.kept_stride.push_back(run.index_stride);
+      parts.per_slot_bytes += per_slot_part(shapes[layer]);
+      parts.kept_bytes += kept_part(shapes[layer], run.index_stride);
+    }
   return parts;
-}
-
-// Whether layers a and b rank alike: one top-k dispatch takes both, at one stride.
-bool rank_alike(const SelectionShape& a, const SelectionShape& b) {
-  return a.scores.num_kv_heads == b.scores.num_kv_heads && a.scores.num_prefix() == b.scores.num_prefix() &&
-         a.kept_prefix == b.kept_prefix && a.indicator == b.indicator && a.hit_min_count == b.hit_min_count;
 }
 
 }  // namespace
@@ -136,27 +174,31 @@ void SelectionWorkspace::record_pass(Backend& backend, const std::vector<Selecti
     }
   }
   Tensor& kept = reserved(kept_, parts.kept_bytes);
-  for (size_t run = first; run < end;) {
-    // A run of layers that rank alike (at most 65535 rows: a workgroup a row), one top-k.
-    const SelectionShape& shape = shapes[run];
+  for (const TopKRun& run : parts.runs) {
+    const SelectionShape& shape = shapes[run.first];
     const uint32_t kv_heads = shape.scores.num_kv_heads, prefix = shape.scores.num_prefix();
-    size_t run_end = run + 1;
-    while (run_end < end && rank_alike(shapes[run_end], shape) && (run_end - run + 1) * kv_heads <= 65535) ++run_end;
-    const ops::TopKShape top{uint32_t(run_end - run) * kv_heads, prefix, prefix, shape.kept_prefix, shape.kept_prefix,
+    const ops::TopKShape top{uint32_t(run.end - run.first) * kv_heads,
+                             prefix,
+                             prefix,
+                             run.index_stride,
+                             run.index_stride,
                              shape.indicator == WindowIndicator::HitRate ? shape.hit_min_count : 0,
-                             kv_heads, uint32_t(per_slot_part(shape) / 4), uint32_t(kept_part(shape) / 4)};
-    const View kept_run{&kept, parts.kept[run - first]};
+                             kv_heads,
+                             uint32_t(per_slot_part(shape) / 4),
+                             uint32_t(kept_part(shape, run.index_stride) / 4),
+                             run.block_k};
+    const View kept_run{&kept, parts.kept[run.first - first]};
     if (shape.indicator == WindowIndicator::PooledAttention)
-      ops::top_k(backend, top, {part(pooled_, run), View{}, kept_run});
+      ops::top_k(backend, top, {part(pooled_, run.first), View{}, kept_run});
     else  // keys reaching hit_min_count rank first; the cumulative attention pads (or cuts) them
-      ops::top_k(backend, top, {part(cumulative_, run), part(hits_, run), kept_run});
-    run = run_end;
+      ops::top_k(backend, top, {part(cumulative_, run.first), part(hits_, run.first), kept_run});
   }
   for (size_t layer = first; layer < end; ++layer) {
     const SelectionShape& shape = shapes[layer];
     const ops::WindowScoresShape& scores = shape.scores;
-    const ops::CompactShape move{scores.num_kv_heads, scores.head_dim, scores.slot_stride,  shape.kept_prefix, shape.kept_prefix,
-                                 scores.num_prefix(), scores.window,   scores.dtype,        shape.out_slot_stride};
+    const ops::CompactShape move{scores.num_kv_heads, scores.head_dim,    scores.slot_stride,
+                                 shape.kept_prefix,   parts.kept_stride[layer - first], scores.num_prefix(),
+                                 scores.window,       scores.dtype,        shape.out_slot_stride};
     ops::compact(backend, move, {View{&kept, parts.kept[layer - first]}, from[layer].k, from[layer].v, from[layer].positions,
                                  to[layer].k, to[layer].v, to[layer].positions});
   }

@@ -3,6 +3,8 @@
 // or equal with j < i. Counted directly in O(n^2), without sorting.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "ops/top_k.h"
 #include "support/selection_support.h"
 
@@ -59,32 +61,45 @@ TEST_CASE("top_k_cpu selects by (priority, score), ties to the earlier position,
 
 TEST_CASE("top_k_cpu reads and writes rows in blocks") {
   // 5 rows in blocks of 2 (the last one short): block b's rows from b * block_stride, its
-  // indices from b * index_block_stride; every row selected by the definition.
+  // indices from b * index_block_stride; every row selected by the definition, with one k for
+  // every row and with a k for each block (none for the middle one).
   const uint32_t rows = 5, length = 40, stride = 43, k = 11, index_stride = 12;
-  const ops::TopKShape shape{rows, length, stride, k, index_stride, 0, 2, 2 * stride + 9, 2 * index_stride + 5};
-  const size_t elements = ops::top_k_row_start(shape, rows - 1, stride, shape.block_stride) + stride;
-  const size_t index_elements = ops::top_k_row_start(shape, rows - 1, index_stride, shape.index_block_stride) + index_stride;
-  CHECK(ops::top_k_row_start(shape, 3, stride, shape.block_stride) == shape.block_stride + stride);
-  const std::vector<float> scores = test::patterned_scores(elements, test::ScorePattern::FourLevels);
-  auto score_tensor = test::tensor_of(test::cpu_backend(), scores);
-  auto indices = test::make_poisoned(test::cpu_backend(), index_elements * 4);
-  ops::top_k(test::cpu_backend(), shape, {view(*score_tensor), View{}, view(*indices)});
-  const std::vector<uint32_t> got = test::read_as<uint32_t>(test::cpu_backend(), *indices, index_elements);
-  for (uint32_t row = 0; row < rows; ++row) {
-    const size_t in = ops::top_k_row_start(shape, row, stride, shape.block_stride);
-    const size_t out = ops::top_k_row_start(shape, row, index_stride, shape.index_block_stride);
-    INFO("row ", row);
-    CHECK(std::vector<uint32_t>(got.begin() + out, got.begin() + out + k) ==
-          top_k_by_definition(std::vector<float>(scores.begin() + in, scores.begin() + in + length), {}, 0, length, k));
+  for (const std::vector<uint32_t>& block_k : {std::vector<uint32_t>{}, std::vector<uint32_t>{11, 0, 7}}) {
+    const ops::TopKShape shape{rows, length, stride, k, index_stride, 0, 2, 2 * stride + 9, 2 * index_stride + 5, block_k};
+    const size_t elements = ops::top_k_row_start(shape, rows - 1, stride, shape.block_stride) + stride;
+    const size_t index_elements = ops::top_k_row_start(shape, rows - 1, index_stride, shape.index_block_stride) + index_stride;
+    CHECK(ops::top_k_row_start(shape, 3, stride, shape.block_stride) == shape.block_stride + stride);
+    const std::vector<float> scores = test::patterned_scores(elements, test::ScorePattern::FourLevels);
+    auto score_tensor = test::tensor_of(test::cpu_backend(), scores);
+    auto indices = test::make_poisoned(test::cpu_backend(), index_elements * 4);
+    ops::top_k(test::cpu_backend(), shape, {view(*score_tensor), View{}, view(*indices)});
+    const std::vector<uint32_t> got = test::read_as<uint32_t>(test::cpu_backend(), *indices, index_elements);
+    for (uint32_t row = 0; row < rows; ++row) {
+      const size_t in = ops::top_k_row_start(shape, row, stride, shape.block_stride);
+      const size_t out = ops::top_k_row_start(shape, row, index_stride, shape.index_block_stride);
+      const uint32_t row_k = block_k.empty() ? k : block_k[row / 2];
+      CHECK(ops::top_k_row_k(shape, row) == row_k);
+      INFO("row ", row, " k ", row_k);
+      CHECK(std::vector<uint32_t>(got.begin() + out, got.begin() + out + row_k) ==
+            top_k_by_definition(std::vector<float>(scores.begin() + in, scores.begin() + in + length), {}, 0, length, row_k));
+      // Past a row's k nothing is written.
+      CHECK(std::all_of(got.begin() + out + row_k, got.begin() + out + index_stride, [](uint32_t word) { return word == test::kPoisonWord; }));
+    }
   }
 }
 
-TEST_CASE("top_k refuses k past the row length, too many rows and blocks shorter than their rows") {
+TEST_CASE("top_k refuses k past the row length, too many rows, blocks shorter than their rows and k's not one a block") {
   Tensor dummy(test::cpu_backend(), 64);
   CHECK_THROWS_AS(ops::top_k(test::cpu_backend(), {1, 4, 4, 5, 5, 0}, {view(dummy), View{}, view(dummy)}), Error);
   CHECK_THROWS_AS(ops::top_k(test::cpu_backend(), {70000, 1, 1, 1, 1, 0}, {view(dummy), View{}, view(dummy)}), Error);
   CHECK_THROWS_AS(ops::top_k(test::cpu_backend(), {4, 4, 4, 1, 1, 0, 2, 7, 2}, {view(dummy), View{}, view(dummy)}), Error);
   CHECK_THROWS_AS(ops::top_k(test::cpu_backend(), {4, 4, 4, 1, 1, 0, 2, 8, 1}, {view(dummy), View{}, view(dummy)}), Error);
+  // A k a block: one too few, one past k, and more blocks than push constants hold.
+  CHECK_THROWS_AS(ops::top_k(test::cpu_backend(), {4, 4, 4, 2, 2, 0, 2, 8, 4, {1}}, {view(dummy), View{}, view(dummy)}), Error);
+  CHECK_THROWS_AS(ops::top_k(test::cpu_backend(), {4, 4, 4, 2, 2, 0, 2, 8, 4, {1, 3}}, {view(dummy), View{}, view(dummy)}), Error);
+  CHECK_THROWS_AS(ops::top_k(test::cpu_backend(), {24, 1, 1, 1, 1, 0, 1, 1, 1, std::vector<uint32_t>(24, 1)},
+                             {view(dummy), View{}, view(dummy)}),
+                  Error);
 }
 
 }  // namespace kvc

@@ -1,6 +1,6 @@
 // Vulkan top-k against the CPU reference: the same positions, exactly, on random and tied
 // score patterns, with and without HitKV's priority, up to rows of 128K and k of 8192, rows
-// in one block or in several.
+// in one block or in several, with one k or a k a block.
 #include <doctest/doctest.h>
 
 #include "ops/top_k.h"
@@ -30,7 +30,7 @@ void check_against_cpu(const ops::TopKShape& shape, test::ScorePattern pattern, 
     std::vector<uint32_t> written;  // the first k of each row; the rest stays poisoned on both
     for (uint32_t row = 0; row < shape.num_rows; ++row) {
       const size_t start = ops::top_k_row_start(shape, row, shape.index_stride, shape.index_block_stride);
-      written.insert(written.end(), all.begin() + start, all.begin() + start + shape.k);
+      written.insert(written.end(), all.begin() + start, all.begin() + start + ops::top_k_row_k(shape, row));
     }
     results.push_back(written);
   }
@@ -52,7 +52,13 @@ TEST_CASE("top_k on Vulkan selects exactly the CPU's positions") {
       // Blocks of 3 rows (the last one short) at strides past their rows, as a selection's
       // layers lie in aligned parts of one buffer.
       check_against_cpu({7, 1000, 1001, 97, 99, 2, 3, 3 * 1001 + 61, 3 * 99 + 5}, pattern, with_priority);
+      // A k a block, as a PyramidKV selection's layers keep (none for one of them).
+      check_against_cpu({7, 1000, 1001, 97, 99, 2, 3, 3 * 1001 + 61, 3 * 99 + 5, {97, 0, 41}}, pattern, with_priority);
     }
+  // As many blocks as one dispatch takes, each its own k.
+  std::vector<uint32_t> block_k(ops::kTopKMaxBlockKs);
+  for (uint32_t& k : block_k) k = 1 + test::rng()() % 300;
+  check_against_cpu({2 * ops::kTopKMaxBlockKs, 777, 780, 300, 301, 2, 2, 2 * 780 + 64, 2 * 301, block_k}, test::ScorePattern::Random, true);
   check_against_cpu({1, 131072, 131072, 8192, 8192, 2}, test::ScorePattern::Random, true);
   check_against_cpu({1, 131071, 131072, 8191, 8192, 2}, test::ScorePattern::FourLevels, false);
   CHECK(test::validation_messages() == 0);

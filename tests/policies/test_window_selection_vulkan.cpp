@@ -1,13 +1,15 @@
 // A selection of several layers recorded at once (their scores first, then one top-k per run of
 // layers that rank alike, then the compactions) keeps exactly what each layer's selection
 // recorded alone keeps, on the CPU and on Vulkan, and Vulkan keeps what the CPU keeps: layers of
-// two prefix lengths, budgets with no prefix slot kept, pooled attention and hit rate.
+// two prefix lengths, budgets that differ within a run (PyramidKV's, P-HitKV's) or keep no
+// prefix slot, runs longer than one top-k's k's per block, pooled attention and hit rate.
 #include <doctest/doctest.h>
 
 #include <cstring>
 #include <memory>
 #include <vector>
 
+#include "ops/top_k.h"
 #include "policies/window_selection.h"
 #include "support/test_support.h"
 
@@ -75,31 +77,38 @@ std::vector<std::vector<int32_t>> select(Backend& backend, const std::vector<Sel
 TEST_CASE("a selection of several layers keeps what each layer's selection alone keeps") {
   Backend* gpu = test::vulkan_backend();
   REQUIRE(gpu != nullptr);
-  // Runs: [0, 1] pooled, [2] a longer prefix, [3, 4] nothing of the prefix kept, [5, 6, 7] hit rate.
-  const std::vector<LayerCase> cases = {{100, 20, WindowIndicator::PooledAttention}, {100, 20, WindowIndicator::PooledAttention},
+  // Runs: [0, 1] pooled with budgets of their own, [2] a longer prefix, [3, 4] nothing of the
+  // prefix kept, [5, 6, 7] hit rate, two budgets.
+  const std::vector<LayerCase> mixed = {{100, 20, WindowIndicator::PooledAttention}, {100, 13, WindowIndicator::PooledAttention},
                                         {137, 20, WindowIndicator::PooledAttention}, {100, 0, WindowIndicator::PooledAttention},
                                         {100, 0, WindowIndicator::PooledAttention},  {90, 30, WindowIndicator::HitRate},
-                                        {90, 30, WindowIndicator::HitRate},          {90, 30, WindowIndicator::HitRate}};
-  std::vector<SelectionShape> shapes;
-  std::vector<std::vector<float>> keys;
-  for (const LayerCase& layer : cases) {
-    SelectionShape shape;
-    shape.scores = {kQHeads, kKvHeads, kHeadDim, kWindow, layer.slots, layer.slots + 3, Dtype::F32, {}};
-    shape.kept_prefix = layer.kept;
-    shape.indicator = layer.indicator;
-    shape.pool_kernel = 3;
-    if (layer.indicator == WindowIndicator::HitRate) shape.scores.hit_k = 10;
-    shape.hit_min_count = hits_needed(0.5f, (kQHeads / kKvHeads) * kWindow);
-    shape.out_slot_stride = layer.kept + kWindow + 2;
-    shapes.push_back(shape);
-    keys.push_back(test::random_floats(size_t(kKvHeads) * (layer.slots + 3) * kHeadDim, -3.0f, 3.0f));
+                                        {90, 25, WindowIndicator::HitRate},          {90, 30, WindowIndicator::HitRate}};
+  // Layers that rank alike, past what one top-k takes with a k each: the run splits.
+  std::vector<LayerCase> pyramid;
+  for (uint32_t layer = 0; layer < ops::kTopKMaxBlockKs + 3; ++layer) pyramid.push_back({41, 30 - layer, WindowIndicator::HitRate});
+  for (const std::vector<LayerCase>& cases : {mixed, pyramid}) {
+    std::vector<SelectionShape> shapes;
+    std::vector<std::vector<float>> keys;
+    for (const LayerCase& layer : cases) {
+      SelectionShape shape;
+      shape.scores = {kQHeads, kKvHeads, kHeadDim, kWindow, layer.slots, layer.slots + 3, Dtype::F32, {}};
+      shape.kept_prefix = layer.kept;
+      shape.indicator = layer.indicator;
+      shape.pool_kernel = 3;
+      if (layer.indicator == WindowIndicator::HitRate) shape.scores.hit_k = 10;
+      shape.hit_min_count = hits_needed(0.5f, (kQHeads / kKvHeads) * kWindow);
+      shape.out_slot_stride = layer.kept + kWindow + 2;
+      shapes.push_back(shape);
+      keys.push_back(test::random_floats(size_t(kKvHeads) * (layer.slots + 3) * kHeadDim, -3.0f, 3.0f));
+    }
+    const std::vector<float> q = test::random_floats(size_t(kWindow) * kQHeads * kHeadDim, -3.0f, 3.0f);
+    INFO("layers ", cases.size());
+    const auto cpu = select(test::cpu_backend(), shapes, q, keys, false);
+    CHECK(cpu == select(test::cpu_backend(), shapes, q, keys, true));
+    // f32 SIMT logits on Vulkan: ties between slots this far apart in score do not occur at this size.
+    CHECK(select(*gpu, shapes, q, keys, false) == cpu);
+    CHECK(select(*gpu, shapes, q, keys, true) == cpu);
   }
-  const std::vector<float> q = test::random_floats(size_t(kWindow) * kQHeads * kHeadDim, -3.0f, 3.0f);
-  const auto cpu = select(test::cpu_backend(), shapes, q, keys, false);
-  CHECK(cpu == select(test::cpu_backend(), shapes, q, keys, true));
-  // f32 SIMT logits on Vulkan: ties between slots this far apart in score do not occur at this size.
-  CHECK(select(*gpu, shapes, q, keys, false) == cpu);
-  CHECK(select(*gpu, shapes, q, keys, true) == cpu);
   CHECK(test::validation_messages() == 0);
 }
 

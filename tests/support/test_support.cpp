@@ -123,7 +123,7 @@ std::unique_ptr<Tensor> make_tensor(Backend& backend, const void* data, size_t b
 }
 
 std::unique_ptr<Tensor> make_poisoned(Backend& backend, size_t bytes) {
-  std::vector<uint32_t> words((bytes + 3) / 4, 0x7e007e00u);  // NaN as f32 and as both f16 halves
+  std::vector<uint32_t> words((bytes + 3) / 4, kPoisonWord);
   std::vector<unsigned char> poison(bytes);
   std::memcpy(poison.data(), words.data(), bytes);
   return make_tensor(backend, poison.data(), bytes);

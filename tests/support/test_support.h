@@ -56,7 +56,9 @@ uint32_t validation_messages();
 double scores_tolerance(bool cooperative, bool rope);
 
 std::unique_ptr<Tensor> make_tensor(Backend& backend, const void* data, size_t bytes);
-// A tensor of `bytes` filled with NaN words (0x7fc00000 / 0x7e00 pairs), so unwritten outputs fail.
+// A tensor of `bytes` filled with kPoisonWord, NaN as f32 and as both f16 halves, so unwritten
+// outputs fail.
+constexpr uint32_t kPoisonWord = 0x7e007e00u;
 std::unique_ptr<Tensor> make_poisoned(Backend& backend, size_t bytes);
 std::vector<unsigned char> read_tensor(Backend& backend, const Tensor& tensor, size_t bytes);
 
