@@ -52,6 +52,9 @@ constexpr Policy kStreaming{KVC_POLICY_STREAMING, "streaming", "c"};
 constexpr Policy kH2o{KVC_POLICY_H2O, "h2o", "c"};
 constexpr Policy kTreeKv{KVC_POLICY_TREEKV, "treekv", "c"};
 constexpr Policy kSnapKv{KVC_POLICY_SNAPKV, "snapkv", "L"};
+constexpr Policy kPyramidKv{KVC_POLICY_PYRAMIDKV, "pyramidkv", "L"};
+constexpr Policy kHitKv{KVC_POLICY_HITKV, "hitkv", "L"};
+constexpr Policy kPHitKv{KVC_POLICY_PHITKV, "phitkv", "L"};
 constexpr Policy kFaedKv{KVC_POLICY_FAEDKV, "faedkv", "L"};
 constexpr Policy kFourier{KVC_POLICY_FOURIER, "fourier", "L"};
 
@@ -232,18 +235,19 @@ void add_decode_batch_rows(EngineSession& session, const EngineSizes& sizes, con
 }
 
 // A chunk over a cache holding prefill_length - chunk tokens, refilled before every run, so
-// that each run appends and attends the same chunk; SNAPKV's runs end the prefill too (its
-// selection of budget min(1024, L / 4) tokens per layer, the paper's 1024 at L = 32K).
+// that each run appends and attends the same chunk; the window policies' runs end the prefill
+// too (a selection of budget min(1024, L / 4) tokens per layer, the papers' 1024 at L = 32K;
+// PyramidKV's and P-HitKV's that budget on average, by their pyramids).
 void add_prefill_rows(EngineSession& session, const EngineSizes& sizes, const RowOptions& options, Report& report) {
   const uint32_t length = sizes.prefill_length, chunk = sizes.chunk;
-  kvc_window_policy_params snapkv = kvc_window_policy_params_default();
-  snapkv.budget = std::min(1024u, length / 4);
-  for (const Policy& policy : {kFull, kSnapKv}) {
-    const bool selects = policy.policy == KVC_POLICY_SNAPKV;
+  kvc_window_policy_params window = kvc_window_policy_params_default();
+  window.budget = std::min(1024u, length / 4);
+  for (const Policy& policy : {kFull, kSnapKv, kPyramidKv, kHitKv, kPHitKv}) {
+    const bool selects = policy.policy != KVC_POLICY_FULL;
     for (EnginePath path : kPaths)
       add_row(report, session, options, "engine_prefill", shape_text(policy, length, chunk, sizes.shape, path),
               bytes_moved(sizes.shape, length, chunk), [&] {
-                CachePtr cache = session.create_cache(policy.policy, length, selects ? &snapkv : nullptr);
+                CachePtr cache = session.create_cache(policy.policy, length, selects ? &window : nullptr);
                 const auto refill = [&] { session.refill(cache.get(), length - chunk); };
                 return median_wall_us(sizes.prefill_repetitions, refill,
                                       [&] { return session.run_step(cache.get(), path, chunk, selects); });
