@@ -24,7 +24,7 @@ TEST_CASE("observation-window policies: Vulkan keeps exactly the CPU's slots") {
       params.budget = 40;
       params.window = 8;
       // P-HitKV takes a table that grows with depth: layers of one selection with different
-      // budgets, each its own top-k run.
+      // budgets, one top-k run with a k for each.
       const uint32_t growing[] = {20, 60};
       if (policy == KVC_POLICY_PHITKV) params.layer_budgets = growing, params.num_layer_budgets = 2;
       kvc_cache_desc desc = test::small_cache_desc(dtype, 256);
