@@ -70,7 +70,7 @@ std::vector<TopKRun> top_k_runs(const std::vector<SelectionShape>& shapes, size_
 // Where each layer of a pass has its intermediates: its per-slot tensors (scores, pooled
 // scores, hits; [num_kv_heads][num_prefix] floats or counts) and its kept indices
 // ([num_kv_heads][its run's index stride]) each from an offset aligned for any binding, so a
-// layer's part binds on its own and a run of layers of one shape sits at one stride.
+// layer's part binds on its own and a run's layers (ranking alike) sit at one stride.
 struct WorkspaceParts {
   std::vector<TopKRun> runs;
   std::vector<size_t> per_slot, kept;  // byte offsets, a layer each

@@ -47,9 +47,9 @@ std::vector<size_t> selection_passes(const std::vector<SelectionShape>& shapes, 
 // The step's intermediate tensors for the layers of a selection pass, each layer in its own
 // aligned part, grown on demand and reused across calls. A pass records every layer's scores
 // first, then the top-k of each run of layers that rank alike (the same kv heads, prefix and
-// rule; each layer with its own budget) as one dispatch (a layer's top-k
-// is one workgroup per kv head: 8 on a GPU of 132 SMs, 36-50 us a layer on the H100 in the
-// kvc-bench rows), then each layer's compaction.
+// rule; each layer with its own budget) as one dispatch (a layer's top-k is one workgroup per
+// kv head: 8 on a GPU of 132 SMs, 36-50 us a layer on the H100 in the kvc-bench rows), then
+// each layer's compaction.
 class SelectionWorkspace {
  public:
   // Sizes the tensors for `shapes`, one a layer. Call it before recording, so that running out
