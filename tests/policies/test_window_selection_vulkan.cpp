@@ -1,17 +1,20 @@
 // A selection of several layers recorded at once (their scores first, then one top-k per run of
 // layers that rank alike, then the compactions) keeps exactly what each layer's selection
 // recorded alone keeps, on the CPU and on Vulkan, and Vulkan keeps what the CPU keeps: layers of
-// two prefix lengths, budgets that differ within a run (PyramidKV's, P-HitKV's) or keep no
-// prefix slot, runs longer than one top-k's k's per block, pooled attention and hit rate.
+// two prefix lengths, budgets that differ within a run (PyramidKV's, P-HitKV's: still one top-k
+// dispatch) or keep no prefix slot, runs longer than one top-k's k's per block, pooled
+// attention and hit rate.
 #include <doctest/doctest.h>
 
 #include <cstring>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "ops/top_k.h"
 #include "policies/window_selection.h"
 #include "support/test_support.h"
+#include "vulkan/recorder.h"
 
 namespace kvc {
 namespace {
@@ -27,9 +30,11 @@ struct LayerTensors {
   std::unique_ptr<Tensor> k, v, positions, k_to, v_to, positions_to;
 };
 
-// Each layer's kept positions (the compacted storage's positions, kv head by kv head).
+// Each layer's kept positions (the compacted storage's positions, kv head by kv head). On
+// Vulkan, `commands` (if given) receives the commands the selections recorded.
 std::vector<std::vector<int32_t>> select(Backend& backend, const std::vector<SelectionShape>& shapes, const std::vector<float>& q,
-                                         const std::vector<std::vector<float>>& keys, bool layer_by_layer) {
+                                         const std::vector<std::vector<float>>& keys, bool layer_by_layer,
+                                         uint64_t* commands = nullptr) {
   auto q_tensor = test::make_tensor(backend, q.data(), q.size() * 4);
   std::vector<LayerTensors> layers;
   std::vector<LayerViews> from, to;
@@ -48,8 +53,10 @@ std::vector<std::vector<int32_t>> select(Backend& backend, const std::vector<Sel
   auto record = [&](const std::vector<SelectionShape>& part, const std::vector<LayerViews>& part_from, const std::vector<LayerViews>& part_to) {
     SelectionWorkspace workspace;
     backend.begin();
+    const uint64_t before = backend.is_cpu() ? 0 : backend.recorder().commands_recorded();
     workspace.reserve(backend, part);
     workspace.record(backend, part, [&](size_t) { return view(*q_tensor); }, View{}, part_from, part_to);
+    if (commands) *commands += backend.recorder().commands_recorded() - before;
     backend.submit();
   };
   if (layer_by_layer)
@@ -86,7 +93,10 @@ TEST_CASE("a selection of several layers keeps what each layer's selection alone
   // Layers that rank alike, past what one top-k takes with a k each: the run splits.
   std::vector<LayerCase> pyramid;
   for (uint32_t layer = 0; layer < ops::kTopKMaxBlockKs + 3; ++layer) pyramid.push_back({41, 30 - layer, WindowIndicator::HitRate});
-  for (const std::vector<LayerCase>& cases : {mixed, pyramid}) {
+  // The top-k dispatches a selection of all the layers at once saves over one a layer: one a
+  // layer that keeps prefix slots (a top-k of k = 0 records nothing), less one a run of them.
+  const size_t mixed_saved = 6 - 3, pyramid_saved = pyramid.size() - 2;
+  for (const auto& [cases, saved] : {std::pair{mixed, mixed_saved}, std::pair{pyramid, pyramid_saved}}) {
     std::vector<SelectionShape> shapes;
     std::vector<std::vector<float>> keys;
     for (const LayerCase& layer : cases) {
@@ -106,8 +116,11 @@ TEST_CASE("a selection of several layers keeps what each layer's selection alone
     const auto cpu = select(test::cpu_backend(), shapes, q, keys, false);
     CHECK(cpu == select(test::cpu_backend(), shapes, q, keys, true));
     // f32 SIMT logits on Vulkan: ties between slots this far apart in score do not occur at this size.
-    CHECK(select(*gpu, shapes, q, keys, false) == cpu);
-    CHECK(select(*gpu, shapes, q, keys, true) == cpu);
+    uint64_t at_once = 0, one_by_one = 0;
+    CHECK(select(*gpu, shapes, q, keys, false, &at_once) == cpu);
+    CHECK(select(*gpu, shapes, q, keys, true, &one_by_one) == cpu);
+    // The same commands but the top-k's: one a layer recorded alone, one a run at once.
+    CHECK(one_by_one - at_once == saved);
   }
   CHECK(test::validation_messages() == 0);
 }
