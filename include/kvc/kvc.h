@@ -180,7 +180,9 @@ KVC_API kvc_status kvc_context_info_get(kvc_context* context, kvc_context_info* 
 
 /* Frees the context's work memory that no cache holds (scratch, FFT plans; see work_bytes_held),
  * after a long prefill say; later calls allocate again what they need. Waits for the last step
- * first if it is still running. KVC_ERROR_BAD_STATE inside a step. */
+ * first if it is still running. Device memory that libkvc gives back is freed on a thread of
+ * its own (kvc_cache_destroy, a selection's prompt storage), so the caller does not wait for
+ * the driver; this call returns once all of it is back. KVC_ERROR_BAD_STATE inside a step. */
 KVC_API kvc_status kvc_context_trim(kvc_context* context);
 
 /* ---------------------------------------------------------------- cache */
@@ -406,7 +408,9 @@ KVC_API kvc_cache_desc kvc_cache_desc_default(void);
 KVC_API kvc_status kvc_cache_create(kvc_context* context, const kvc_cache_desc* desc,
                                     kvc_cache** out_cache);
 
-/* Destroys a cache. NULL is a no-op. */
+/* Destroys a cache. NULL is a no-op. On Vulkan its device memory is freed on the context's
+ * reclaiming thread, soon after (kvc_context_trim waits for it; an allocation that finds the
+ * device full waits for it too). */
 KVC_API void kvc_cache_destroy(kvc_cache* cache);
 
 /* Appends n_tokens new tokens (a prefill chunk, or 1 for a decode step) of `layer`. Each

@@ -6,6 +6,7 @@
 #include "vulkan/buffer.h"
 #include "vulkan/device.h"
 #include "vulkan/fft.h"
+#include "vulkan/reclaimer.h"
 #include "vulkan/recorder.h"
 
 namespace kvc {
@@ -217,7 +218,7 @@ void Backend::end_step() {
 bool Backend::wait_step(uint64_t timeout_ns) {
   if (!recorder_) return true;
   if (!recorder_->wait(timeout_ns)) return false;
-  if (!external_pending_) released_.clear();
+  if (!external_pending_) reclaim_released();
   return true;
 }
 
@@ -226,7 +227,14 @@ bool Backend::in_external_step() const { return step_open_ && recorder_ && recor
 double Backend::last_submission_gpu_us() const { return recorder_ ? recorder_->last_submission_ns() * 1e-3 : 0.0; }
 
 void Backend::release(std::unique_ptr<vk::Buffer> buffer) {
-  if (recorder_ && (recorder_->recording() || recorder_->in_flight() || external_pending_)) released_.push_back(std::move(buffer));
+  if (!recorder_) return;
+  released_.push_back(std::move(buffer));
+  if (!recorder_->recording() && !recorder_->in_flight() && !external_pending_) reclaim_released();
+}
+
+void Backend::reclaim_released() {
+  device_->reclaimer().free_later(std::move(released_));
+  released_.clear();
 }
 
 void Backend::collect_released() {
@@ -234,7 +242,7 @@ void Backend::collect_released() {
   // (kvc_step_begin_commands) once another operation or step begins.
   recorder_->wait(UINT64_MAX);
   external_pending_ = false;
-  released_.clear();
+  reclaim_released();
   fft_plans_->trim();
 }
 
@@ -265,6 +273,7 @@ void Backend::trim_work_memory() {
   // its work is waited for first (an application's command buffer has completed by contract).
   collect_released();
   fft_plans_->trim(0);
+  device_->reclaimer().drain();  // the memory is back when kvc_context_trim returns
 }
 
 Tensor& Backend::shared_table(const std::string& key, const std::function<std::vector<float>()>& build) {

@@ -164,10 +164,14 @@ class Backend {
   Backend(BackendKind kind, std::unique_ptr<vk::Device> device);
 
   friend class Tensor;
-  // A buffer whose tensor is gone: freed now, or once the work recorded with it finished.
+  // A buffer whose tensor is gone: freed now, or once the work recorded with it finished, on
+  // the reclaimer's thread either way.
   void release(std::unique_ptr<vk::Buffer> buffer);
   // Frees what release() kept, once no recorded work can use it.
   void collect_released();
+  // Hands what release() kept to the device's reclaimer (its thread frees it); no recorded work
+  // may use it any more.
+  void reclaim_released();
   // The transaction's end: saved states dropped (its work was submitted) or put back.
   void commit();
   void roll_back();

@@ -24,8 +24,13 @@ Buffer::Buffer(Device& device, VkDeviceSize size, MemoryKind kind) : device_(dev
           : device.memory_type(requirements.memoryTypeBits,
                                VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
                                VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
-  VkResult result = faults::injected(faults::Op::AllocateMemory);
-  if (result == VK_SUCCESS) result = vkAllocateMemory(device.device(), &alloc, nullptr, &memory_);
+  VkResult result = faults::injected(faults::Op::AllocateMemory);  // stands for both tries below
+  if (result == VK_SUCCESS) {
+    result = vkAllocateMemory(device.device(), &alloc, nullptr, &memory_);
+    // Memory on its way back (vk::Reclaimer) counts as free: wait for it, then try again.
+    if ((result == VK_ERROR_OUT_OF_DEVICE_MEMORY || result == VK_ERROR_OUT_OF_HOST_MEMORY) && device.reclaimer().drain())
+      result = vkAllocateMemory(device.device(), &alloc, nullptr, &memory_);
+  }
   if (result != VK_SUCCESS) {
     vkDestroyBuffer(device.device(), buffer_, nullptr);
     check(result, "vkAllocateMemory");
@@ -40,6 +45,8 @@ Buffer::Buffer(Device& device, VkDeviceSize size, MemoryKind kind) : device_(dev
       check(map_result, "vkMapMemory");
     }
   }
+  allocated_ = alloc.allocationSize;
+  device_.count_allocation(int64_t(allocated_));
 }
 
 std::unique_ptr<Buffer> Buffer::borrow(Device& device, VkBuffer buffer, VkDeviceSize size) {
@@ -54,6 +61,7 @@ Buffer::~Buffer() {
   if (!owned_) return;
   vkDestroyBuffer(device_.device(), buffer_, nullptr);
   vkFreeMemory(device_.device(), memory_, nullptr);
+  device_.count_allocation(-int64_t(allocated_));
 }
 
 }  // namespace kvc::vk

@@ -37,6 +37,7 @@ class Buffer {
   VkBuffer buffer_ = VK_NULL_HANDLE;
   VkDeviceMemory memory_ = VK_NULL_HANDLE;
   VkDeviceSize size_ = 0;
+  VkDeviceSize allocated_ = 0;  // bytes of memory_ (0 for a borrowed buffer)
   void* mapped_ = nullptr;
 };
 

@@ -268,6 +268,7 @@ void Device::finish_setup() {
 
 Device::~Device() {
   if (device_) vkDeviceWaitIdle(device_);
+  reclaimer_.reset();  // its buffers are this device's
   staging_.reset();
   pipelines_.reset();
   if (!owns_handles_) return;

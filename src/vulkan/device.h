@@ -10,12 +10,14 @@
 
 #include "vulkan/cooperative_matrix.h"
 #include "vulkan/fragment_layout.h"
+#include "vulkan/reclaimer.h"
 #include "vulkan/trig_precision.h"
 #include "vulkan/vk.h"
 
 namespace kvc::vk {
 
 class PipelineCache;
+class Reclaimer;
 class Staging;
 
 struct DeviceOptions {
@@ -95,6 +97,12 @@ class Device {
 
   PipelineCache& pipelines() { return *pipelines_; }
   Staging& staging() { return *staging_; }
+  // Frees the buffers recorded work no longer uses, off the caller's thread.
+  Reclaimer& reclaimer() { return *reclaimer_; }
+  // Bytes of memory libkvc's buffers hold on this device now, what the reclaimer has yet to
+  // free included (vk::Buffer counts them).
+  uint64_t allocated_bytes() const { return allocated_bytes_.load(); }
+  void count_allocation(int64_t bytes) { allocated_bytes_ += uint64_t(bytes); }
 
   // Whether this device's instance runs the validation layer (never for Device::wrap).
   bool validating() const { return messenger_ != VK_NULL_HANDLE; }
@@ -131,7 +139,9 @@ class Device {
   bool captures_pipeline_statistics_ = false;
   std::unique_ptr<PipelineCache> pipelines_;
   std::unique_ptr<Staging> staging_;
+  std::unique_ptr<Reclaimer> reclaimer_ = std::make_unique<Reclaimer>();
   std::atomic<uint32_t> validation_messages_{0};
+  std::atomic<uint64_t> allocated_bytes_{0};
 };
 
 }  // namespace kvc::vk
