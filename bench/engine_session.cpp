@@ -90,8 +90,10 @@ void EngineSession::fill(kvc_cache* cache, uint32_t tokens) {
   }
 }
 
+void EngineSession::reset(kvc_cache* cache) { check(kvc_cache_reset(cache), "kvc_cache_reset"); }
+
 void EngineSession::refill(kvc_cache* cache, uint32_t tokens) {
-  check(kvc_cache_reset(cache), "kvc_cache_reset");
+  reset(cache);
   fill(cache, tokens);
 }
 

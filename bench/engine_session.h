@@ -36,7 +36,9 @@ class EngineSession {
   CachePtr create_cache(kvc_policy policy, uint32_t capacity, const void* policy_params);
   // Appends `tokens` tokens to every layer, in calls of up to max_tokens, attending none.
   void fill(kvc_cache* cache, uint32_t tokens);
-  // kvc_cache_reset, then fill.
+  // kvc_cache_reset.
+  void reset(kvc_cache* cache);
+  // reset, then fill.
   void refill(kvc_cache* cache, uint32_t tokens);
   // One model step: every layer appends n tokens and attends their n queries, the `path` way,
   // then kvc_cache_end_prefill when `end_prefill` (inside the step on the step path). Returns

@@ -293,12 +293,42 @@ void add_end_prefill_rows(EngineSession& session, const EngineSizes& sizes, cons
   });
 }
 
+// What a serving loop pays for storage between sequences, on the host alone (the GPU runs
+// nothing): `engine_create full` makes a cache where one of the same size was just destroyed,
+// `engine_reset snapkv` resets a cache whose prompt ended in a selection, so that its layers
+// grow back to the prompt's storage. Both allocate L slots of K, V and positions a layer, or
+// take them back from the context's reclaimer (vulkan/reclaimer.h); the floor is not bytes.
+void add_storage_rows(EngineSession& session, const EngineSizes& sizes, const RowOptions& options, Report& report) {
+  const uint32_t length = sizes.prefill_length, chunk = sizes.chunk;
+  add_row(report, session, options, "engine_create", shape_text(kFull, length, 0, sizes.shape, EnginePath::Device), 0, [&] {
+    CachePtr cache = session.create_cache(KVC_POLICY_FULL, length, nullptr);
+    return median_wall_us(sizes.prefill_repetitions, [&] { cache.reset(); }, [&] {
+      cache = session.create_cache(KVC_POLICY_FULL, length, nullptr);
+      return RunTimes{};
+    });
+  });
+  kvc_window_policy_params window = kvc_window_policy_params_default();
+  window.budget = std::min(1024u, length / 4);
+  add_row(report, session, options, "engine_reset", shape_text(kSnapKv, length, 0, sizes.shape, EnginePath::Device), 0, [&] {
+    CachePtr cache = session.create_cache(KVC_POLICY_SNAPKV, length, &window);
+    const auto end_prompt = [&] {
+      session.refill(cache.get(), length - chunk);
+      session.run_step(cache.get(), EnginePath::Step, chunk, true);
+    };
+    return median_wall_us(sizes.prefill_repetitions, end_prompt, [&] {
+      session.reset(cache.get());
+      return RunTimes{};
+    });
+  });
+}
+
 }  // namespace
 
 void add_engine_rows(const Timing& timing, const RowOptions& options, Report& report) {
   const bool decode = options.wants("engine_decode"), batch = options.wants("engine_decode_batch"), prefill = options.wants("engine_prefill"),
-             end_prefill = options.wants("engine_end_prefill"), compress = options.wants("engine_compress");
-  if (!decode && !batch && !prefill && !end_prefill && !compress) return;
+             end_prefill = options.wants("engine_end_prefill"), compress = options.wants("engine_compress"),
+             storage = options.wants("engine_create") || options.wants("engine_reset");
+  if (!decode && !batch && !prefill && !end_prefill && !compress && !storage) return;
   const EngineSizes sizes = sizes_for(timing, options.quick);
   EngineSession session(sizes.shape, sizes.chunk);
   if (decode) add_decode_rows(session, sizes, options, report);
@@ -306,6 +336,7 @@ void add_engine_rows(const Timing& timing, const RowOptions& options, Report& re
   if (prefill) add_prefill_rows(session, sizes, options, report);
   if (end_prefill) add_end_prefill_rows(session, sizes, options, report);
   if (compress) add_compress_rows(session, sizes, options, report);
+  if (storage) add_storage_rows(session, sizes, options, report);
 }
 
 }  // namespace kvc::bench

@@ -171,8 +171,11 @@ typedef struct kvc_context_info {
                                    * copy of a layer's keys), shared tables (FreqKV's transforms), and
                                    * FFT plans' and chirp filters' buffers (VkFFT's own work buffers
                                    * not counted); device memory on Vulkan, host memory on the CPU.
-                                   * kvc_context_trim gives back the scratch and the plans no cache
-                                   * keeps; the shared tables stay */
+                                   * On Vulkan also the device memory of freed caches and tensors that
+                                   * the context keeps for reuse (up to a quarter of the device's
+                                   * memory; see kvc_context_trim). kvc_context_trim gives back the
+                                   * scratch, the plans no cache keeps and that kept memory; the
+                                   * shared tables stay */
 } kvc_context_info;
 
 /* Describes the context's device. Set info->struct_size before the call. */
@@ -180,9 +183,14 @@ KVC_API kvc_status kvc_context_info_get(kvc_context* context, kvc_context_info* 
 
 /* Frees the context's work memory that no cache holds (scratch, FFT plans; see work_bytes_held),
  * after a long prefill say; later calls allocate again what they need. Waits for the last step
- * first if it is still running. Device memory that libkvc gives back is freed on a thread of
- * its own (kvc_cache_destroy, a selection's prompt storage), so the caller does not wait for
- * the driver; this call returns once all of it is back. KVC_ERROR_BAD_STATE inside a step. */
+ * first if it is still running. On Vulkan, device memory that libkvc lets go of (a destroyed
+ * cache's, a selection's prompt storage, outgrown scratch) is kept for reuse, up to a quarter of
+ * the device's largest device-local heap: a cache made or reset for the next sequence takes it
+ * back instead of allocating (an H100 allocates about 28 ms per GB). Past that budget it is
+ * freed on a thread of the context's own, so the caller never waits for the driver; an
+ * allocation that finds the device full frees what is kept and tries again. This call frees all
+ * of it and returns once it is back on the device. KVC_BUFFER_REUSE=0 in the environment keeps
+ * nothing for reuse. KVC_ERROR_BAD_STATE inside a step. */
 KVC_API kvc_status kvc_context_trim(kvc_context* context);
 
 /* ---------------------------------------------------------------- cache */
@@ -408,9 +416,8 @@ KVC_API kvc_cache_desc kvc_cache_desc_default(void);
 KVC_API kvc_status kvc_cache_create(kvc_context* context, const kvc_cache_desc* desc,
                                     kvc_cache** out_cache);
 
-/* Destroys a cache. NULL is a no-op. On Vulkan its device memory is freed on the context's
- * reclaiming thread, soon after (kvc_context_trim waits for it; an allocation that finds the
- * device full waits for it too). */
+/* Destroys a cache. NULL is a no-op. On Vulkan the context keeps its device memory for the next
+ * cache or frees it off the caller's thread (kvc_context_trim gives it all back). */
 KVC_API void kvc_cache_destroy(kvc_cache* cache);
 
 /* Appends n_tokens new tokens (a prefill chunk, or 1 for a decode step) of `layer`. Each

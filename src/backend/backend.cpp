@@ -233,7 +233,7 @@ void Backend::release(std::unique_ptr<vk::Buffer> buffer) {
 }
 
 void Backend::reclaim_released() {
-  device_->reclaimer().free_later(std::move(released_));
+  device_->reclaimer().give_back(std::move(released_));
   released_.clear();
 }
 
@@ -262,6 +262,7 @@ uint64_t Backend::work_bytes_held() const {
   uint64_t bytes = 0;
   for (const std::unique_ptr<Tensor>& tensor : scratch_) bytes += tensor ? tensor->bytes() : 0;
   for (const auto& table : shared_tables_) bytes += table.second->bytes();
+  if (device_) bytes += device_->reclaimer().kept_bytes();
   return bytes + (fft_plans_ ? fft_plans_->bytes_held() : 0);
 }
 
@@ -273,7 +274,7 @@ void Backend::trim_work_memory() {
   // its work is waited for first (an application's command buffer has completed by contract).
   collect_released();
   fft_plans_->trim(0);
-  device_->reclaimer().drain();  // the memory is back when kvc_context_trim returns
+  device_->reclaimer().free_all();  // kept for reuse or not, the memory is back when kvc_context_trim returns
 }
 
 Tensor& Backend::shared_table(const std::string& key, const std::function<std::vector<float>()>& build) {
@@ -296,7 +297,10 @@ Tensor* Backend::find_shared_table(const std::string& key) {
 
 Tensor::Tensor(Backend& backend, size_t bytes) : backend_(backend), bytes_(bytes) {
   if (backend.is_cpu()) host_.resize(bytes);
-  else buffer_ = std::make_unique<vk::Buffer>(backend.device(), bytes, vk::MemoryKind::DeviceLocal);
+  else {
+    buffer_ = backend.device().reclaimer().take(bytes);
+    if (!buffer_) buffer_ = std::make_unique<vk::Buffer>(backend.device(), bytes, vk::MemoryKind::DeviceLocal);
+  }
 }
 
 Tensor::Tensor(Backend& backend, std::unique_ptr<vk::Buffer> borrowed, size_t offset, size_t bytes)

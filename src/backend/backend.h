@@ -164,13 +164,13 @@ class Backend {
   Backend(BackendKind kind, std::unique_ptr<vk::Device> device);
 
   friend class Tensor;
-  // A buffer whose tensor is gone: freed now, or once the work recorded with it finished, on
-  // the reclaimer's thread either way.
+  // A buffer whose tensor is gone: given back to the reclaimer now, or once the work recorded
+  // with it finished.
   void release(std::unique_ptr<vk::Buffer> buffer);
   // Frees what release() kept, once no recorded work can use it.
   void collect_released();
-  // Hands what release() kept to the device's reclaimer (its thread frees it); no recorded work
-  // may use it any more.
+  // Hands what release() kept to the device's reclaimer (kept for reuse, or freed on its
+  // thread); no recorded work may use it any more.
   void reclaim_released();
   // The transaction's end: saved states dropped (its work was submitted) or put back.
   void commit();

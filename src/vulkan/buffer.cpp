@@ -7,7 +7,7 @@
 
 namespace kvc::vk {
 
-Buffer::Buffer(Device& device, VkDeviceSize size, MemoryKind kind) : device_(device), size_(size) {
+Buffer::Buffer(Device& device, VkDeviceSize size, MemoryKind kind) : device_(device), kind_(kind), size_(size) {
   // Zero-sized buffers are invalid in Vulkan; keep one word so empty tensors bind.
   VkBufferCreateInfo info{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   info.size = std::max<VkDeviceSize>(size, 4);
@@ -27,8 +27,9 @@ Buffer::Buffer(Device& device, VkDeviceSize size, MemoryKind kind) : device_(dev
   VkResult result = faults::injected(faults::Op::AllocateMemory);  // stands for both tries below
   if (result == VK_SUCCESS) {
     result = vkAllocateMemory(device.device(), &alloc, nullptr, &memory_);
-    // Memory on its way back (vk::Reclaimer) counts as free: wait for it, then try again.
-    if ((result == VK_ERROR_OUT_OF_DEVICE_MEMORY || result == VK_ERROR_OUT_OF_HOST_MEMORY) && device.reclaimer().drain())
+    // Memory kept for reuse or on its way back (vk::Reclaimer) counts as free: free it, then
+    // try again.
+    if ((result == VK_ERROR_OUT_OF_DEVICE_MEMORY || result == VK_ERROR_OUT_OF_HOST_MEMORY) && device.reclaimer().free_all())
       result = vkAllocateMemory(device.device(), &alloc, nullptr, &memory_);
   }
   if (result != VK_SUCCESS) {

@@ -28,12 +28,15 @@ class Buffer {
   VkBuffer handle() const { return buffer_; }
   VkDeviceSize size() const { return size_; }
   void* mapped() const { return mapped_; }  // nullptr for DeviceLocal
+  // Owned device-local memory, which vk::Reclaimer may hand out again.
+  bool reusable() const { return owned_ && kind_ == MemoryKind::DeviceLocal; }
 
  private:
   explicit Buffer(Device& device) : device_(device) {}
 
   Device& device_;
   bool owned_ = true;
+  MemoryKind kind_ = MemoryKind::DeviceLocal;
   VkBuffer buffer_ = VK_NULL_HANDLE;
   VkDeviceMemory memory_ = VK_NULL_HANDLE;
   VkDeviceSize size_ = 0;

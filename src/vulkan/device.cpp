@@ -14,6 +14,17 @@
 namespace kvc::vk {
 namespace {
 
+// What vk::Reclaimer keeps for reuse: a quarter of the largest device-local heap, or nothing
+// where KVC_BUFFER_REUSE=0 (the fault-injection suite, which counts allocations call by call).
+uint64_t reuse_budget(const VkPhysicalDeviceMemoryProperties& memory) {
+  const char* reuse = std::getenv("KVC_BUFFER_REUSE");
+  if (reuse && std::strcmp(reuse, "0") == 0) return 0;
+  uint64_t largest = 0;
+  for (uint32_t i = 0; i < memory.memoryHeapCount; ++i)
+    if (memory.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) largest = std::max<uint64_t>(largest, memory.memoryHeaps[i].size);
+  return largest / 4;
+}
+
 constexpr const char* kValidationLayer = "VK_LAYER_KHRONOS_validation";
 
 // volk's entry points are process-wide; guard their (re)loading.
@@ -229,6 +240,7 @@ std::unique_ptr<Device> Device::wrap(const ExternalHandles& handles) {
 void Device::finish_setup() {
   vkGetPhysicalDeviceProperties(physical_device_, &properties_);
   vkGetPhysicalDeviceMemoryProperties(physical_device_, &memory_properties_);
+  reclaimer_ = std::make_unique<Reclaimer>(reuse_budget(memory_properties_));
   VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
   VkPhysicalDeviceMaintenance3Properties maintenance3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
   VkPhysicalDeviceMaintenance4Properties maintenance4{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES};

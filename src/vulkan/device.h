@@ -97,10 +97,11 @@ class Device {
 
   PipelineCache& pipelines() { return *pipelines_; }
   Staging& staging() { return *staging_; }
-  // Frees the buffers recorded work no longer uses, off the caller's thread.
+  // Takes back the buffers recorded work no longer uses: kept for reuse, or freed off the
+  // caller's thread.
   Reclaimer& reclaimer() { return *reclaimer_; }
-  // Bytes of memory libkvc's buffers hold on this device now, what the reclaimer has yet to
-  // free included (vk::Buffer counts them).
+  // Bytes of memory libkvc's buffers hold on this device now, what the reclaimer keeps or has
+  // yet to free included (vk::Buffer counts them).
   uint64_t allocated_bytes() const { return allocated_bytes_.load(); }
   void count_allocation(int64_t bytes) { allocated_bytes_ += uint64_t(bytes); }
 
@@ -139,7 +140,7 @@ class Device {
   bool captures_pipeline_statistics_ = false;
   std::unique_ptr<PipelineCache> pipelines_;
   std::unique_ptr<Staging> staging_;
-  std::unique_ptr<Reclaimer> reclaimer_ = std::make_unique<Reclaimer>();
+  std::unique_ptr<Reclaimer> reclaimer_;
   std::atomic<uint32_t> validation_messages_{0};
   std::atomic<uint64_t> allocated_bytes_{0};
 };

@@ -4,7 +4,7 @@
 
 namespace kvc::vk {
 
-Reclaimer::Reclaimer() = default;
+Reclaimer::Reclaimer(uint64_t budget) : budget_(budget) {}
 
 Reclaimer::~Reclaimer() {
   {
@@ -14,30 +14,71 @@ Reclaimer::~Reclaimer() {
   queued_or_stopping_.notify_one();
   if (thread_.joinable()) thread_.join();
   queued_.clear();  // nothing left when the thread ran; everything when it never started
+  kept_.clear();
 }
 
-void Reclaimer::free_later(std::vector<std::unique_ptr<Buffer>> buffers) {
+std::unique_ptr<Buffer> Reclaimer::take(VkDeviceSize bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const VkDeviceSize most = bytes + bytes / 8;
+  size_t best = kept_.size();
+  for (size_t i = 0; i < kept_.size(); ++i) {
+    const VkDeviceSize size = kept_[i]->size();
+    if (size >= bytes && size <= most && (best == kept_.size() || size < kept_[best]->size())) best = i;
+  }
+  if (best == kept_.size()) return nullptr;
+  std::unique_ptr<Buffer> buffer = std::move(kept_[best]);
+  kept_.erase(kept_.begin() + static_cast<std::ptrdiff_t>(best));
+  kept_bytes_ -= buffer->size();
+  return buffer;
+}
+
+void Reclaimer::give_back(std::vector<std::unique_ptr<Buffer>> buffers) {
   if (buffers.empty()) return;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (std::unique_ptr<Buffer>& buffer : buffers) queued_.push_back(std::move(buffer));
-    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+    for (std::unique_ptr<Buffer>& buffer : buffers) {
+      if (!buffer->reusable() || buffer->size() > budget_) {
+        free_soon(std::move(buffer));
+        continue;
+      }
+      kept_bytes_ += buffer->size();
+      kept_.push_back(std::move(buffer));
+      while (kept_bytes_ > budget_) {
+        kept_bytes_ -= kept_.front()->size();
+        free_soon(std::move(kept_.front()));
+        kept_.erase(kept_.begin());
+      }
+    }
   }
   queued_or_stopping_.notify_one();
 }
 
-bool Reclaimer::drain() {
+void Reclaimer::free_soon(std::unique_ptr<Buffer> buffer) {
+  queued_.push_back(std::move(buffer));
+  if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+}
+
+bool Reclaimer::free_all() {
   std::unique_lock<std::mutex> lock(mutex_);
+  for (std::unique_ptr<Buffer>& buffer : kept_) free_soon(std::move(buffer));
+  kept_.clear();
+  kept_bytes_ = 0;
   const bool pending = freeing_ || !queued_.empty();
+  queued_or_stopping_.notify_one();
   idle_.wait(lock, [this] { return !freeing_ && queued_.empty(); });
   return pending;
+}
+
+uint64_t Reclaimer::kept_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return kept_bytes_;
 }
 
 void Reclaimer::run() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     queued_or_stopping_.wait(lock, [this] { return stopping_ || !queued_.empty(); });
-    if (queued_.empty()) return;  // stopping, and everything is freed
+    if (queued_.empty()) return;  // stopping, and everything queued is freed
     std::vector<std::unique_ptr<Buffer>> batch;
     batch.swap(queued_);
     freeing_ = true;

@@ -1,6 +1,8 @@
-// vk::Reclaimer: buffers handed to it are freed on its thread; drain() and its destructor wait
-// for them; through the C API, what a step released is back on the device once
-// kvc_context_trim returns.
+// vk::Reclaimer: device-local buffers given back are kept for reuse within its budget (the
+// smallest that fits, wasting at most 1/8), the oldest freed past it, others freed on its
+// thread; free_all and its destructor free everything. Through the C API: a selection's prompt
+// storage comes back at kvc_cache_reset with no allocation, and kvc_context_trim gives it all
+// back to the device.
 #include <doctest/doctest.h>
 
 #include <vector>
@@ -16,43 +18,68 @@
 namespace kvc {
 namespace {
 
-// Odd sizes in both kinds of memory.
-std::vector<std::unique_ptr<vk::Buffer>> make_buffers(vk::Device& device) {
+std::unique_ptr<vk::Buffer> device_buffer(vk::Device& device, VkDeviceSize bytes) {
+  return std::make_unique<vk::Buffer>(device, bytes, vk::MemoryKind::DeviceLocal);
+}
+
+std::vector<std::unique_ptr<vk::Buffer>> one(std::unique_ptr<vk::Buffer> buffer) {
   std::vector<std::unique_ptr<vk::Buffer>> buffers;
-  for (VkDeviceSize size : {VkDeviceSize(1000003), VkDeviceSize(4097), VkDeviceSize(12345)})
-    buffers.push_back(std::make_unique<vk::Buffer>(device, size, vk::MemoryKind::DeviceLocal));
-  buffers.push_back(std::make_unique<vk::Buffer>(device, 777, vk::MemoryKind::HostVisible));
+  buffers.push_back(std::move(buffer));
   return buffers;
+}
+
+uint64_t work_bytes_held(kvc_context* context) {
+  kvc_context_info info{sizeof(kvc_context_info)};
+  REQUIRE(kvc_context_info_get(context, &info) == KVC_OK);
+  return info.work_bytes_held;
 }
 
 }  // namespace
 
-TEST_CASE("the reclaimer frees what it is handed; drain and its destructor wait for it") {
+TEST_CASE("the reclaimer keeps device-local buffers for reuse within its budget and frees the rest") {
   Backend* backend = test::vulkan_backend();
   if (!backend) return;
   vk::Device& device = backend->device();
-  device.reclaimer().drain();  // what earlier cases released
   const uint64_t before = device.allocated_bytes();
 
-  std::vector<std::unique_ptr<vk::Buffer>> buffers = make_buffers(device);
-  CHECK(device.allocated_bytes() >= before + 1000003 + 4097 + 12345 + 777);
-  vk::Reclaimer reclaimer;
-  reclaimer.free_later(std::move(buffers));
-  reclaimer.drain();
+  vk::Reclaimer reclaimer(20000);
+  std::unique_ptr<vk::Buffer> mid = device_buffer(device, 12345);
+  const vk::Buffer* mid_address = mid.get();
+  reclaimer.give_back(one(std::move(mid)));
+  reclaimer.give_back(one(device_buffer(device, 4097)));
+  reclaimer.give_back(one(std::make_unique<vk::Buffer>(device, 777, vk::MemoryKind::HostVisible)));  // never kept
+  reclaimer.give_back(one(device_buffer(device, 20001)));  // past the budget alone
+  CHECK(reclaimer.kept_bytes() == 12345 + 4097);
+
+  CHECK(reclaimer.take(12346) == nullptr);                     // too small
+  CHECK(reclaimer.take(12345 * 8 / 9 - 1) == nullptr);         // would waste more than 1/8
+  std::unique_ptr<vk::Buffer> again = reclaimer.take(11000);  // the smallest that fits
+  REQUIRE(again != nullptr);
+  CHECK(again.get() == mid_address);
+  CHECK(again->size() == 12345);
+  CHECK(reclaimer.kept_bytes() == 4097);
+
+  // 4097 + 12345 + 4097 passes 20000: the oldest kept, the first 4097, is freed.
+  reclaimer.give_back(one(std::move(again)));
+  reclaimer.give_back(one(device_buffer(device, 4097)));
+  CHECK(reclaimer.kept_bytes() == 12345 + 4097);
+
+  CHECK(reclaimer.free_all());
+  CHECK(reclaimer.kept_bytes() == 0);
   CHECK(device.allocated_bytes() == before);
-  CHECK_FALSE(reclaimer.drain());  // nothing left to wait for
+  CHECK_FALSE(reclaimer.free_all());  // nothing left
 
   {
-    vk::Reclaimer ending;
-    ending.free_later(make_buffers(device));
-    ending.free_later(make_buffers(device));
+    vk::Reclaimer ending(1 << 20);
+    ending.give_back(one(device_buffer(device, 1000003)));  // freed on its thread
+    ending.give_back(one(device_buffer(device, 5000)));     // kept
   }
   CHECK(device.allocated_bytes() == before);
-  vk::Reclaimer never_used;
-  CHECK_FALSE(never_used.drain());
+  vk::Reclaimer never_used(0);
+  CHECK_FALSE(never_used.free_all());
 }
 
-TEST_CASE("a prompt's storage that a selection released, and a destroyed cache, are back once kvc_context_trim returns") {
+TEST_CASE("a selection's prompt storage comes back at kvc_cache_reset with no allocation; kvc_context_trim gives it all back") {
   test::ContextPtr context = test::make_context(KVC_BACKEND_VULKAN);
   if (!context) return;
   vk::Device& device = context->backend->device();
@@ -66,7 +93,6 @@ TEST_CASE("a prompt's storage that a selection released, and a destroyed cache, 
     REQUIRE(kvc_attend(cache.get(), layer, c.prompt_tokens(), desc.dtype, in.q.data(), out.data(), nullptr) == KVC_OK);
   }
   const uint64_t prompt_held = test::cache_stats(cache.get()).device_bytes_held;
-  const uint64_t with_prompt = device.allocated_bytes();
 
   REQUIRE(kvc_step_begin(context.get()) == KVC_OK);
   REQUIRE_MESSAGE(kvc_cache_end_prefill(cache.get()) == KVC_OK, kvc_context_last_error(context.get()));
@@ -75,13 +101,17 @@ TEST_CASE("a prompt's storage that a selection released, and a destroyed cache, 
   const uint64_t kept_held = test::cache_stats(cache.get()).device_bytes_held;
   INFO("the prompt held ", prompt_held, " bytes, the selection keeps ", kept_held);
   REQUIRE(kept_held < prompt_held);
-  REQUIRE(kvc_context_trim(context.get()) == KVC_OK);
-  const uint64_t with_selection = device.allocated_bytes();
-  CHECK(with_selection + (prompt_held - kept_held) <= with_prompt);
+  // The prompt's storage is kept for reuse, and reported with the context's work memory.
+  CHECK(work_bytes_held(context.get()) >= prompt_held - kept_held);
+
+  const uint64_t allocated = device.allocated_bytes();
+  REQUIRE(kvc_cache_reset(cache.get()) == KVC_OK);
+  CHECK(device.allocated_bytes() == allocated);  // the storage came back from the reclaimer
+  CHECK(test::cache_stats(cache.get()).device_bytes_held == prompt_held);
 
   cache.reset();
   REQUIRE(kvc_context_trim(context.get()) == KVC_OK);
-  CHECK(device.allocated_bytes() + kept_held <= with_selection);
+  CHECK(device.allocated_bytes() + prompt_held <= allocated);
 }
 
 }  // namespace kvc

@@ -276,7 +276,7 @@ class ContextInfo:
     buffer_offset_alignment: int
     cooperative_matrix: bool  # kvc_matrix_path: True where prefill attention runs on cooperative matrices
     matrix_path_detail: str   # the matrix shape taken, or why SIMT
-    work_bytes_held: int      # memory kept between calls for the kernels' work (Context.trim gives it back)
+    work_bytes_held: int      # memory kept between calls for the kernels' work and for reuse (Context.trim gives it back)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -429,7 +429,8 @@ class Context(_Owned):
                            info.work_bytes_held)
 
     def trim(self) -> None:
-        """kvc_context_trim: frees the work memory no cache holds (scratch, FFT plans)."""
+        """kvc_context_trim: frees the work memory no cache holds (scratch, FFT plans, device memory
+        kept for reuse)."""
         self._call("kvc_context_trim", self.handle)
 
     def buffer(self, nbytes: int) -> "Buffer":

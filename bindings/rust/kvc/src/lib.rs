@@ -553,7 +553,7 @@ pub struct ContextInfo {
     pub cooperative_matrix: bool,
     /// The matrix shape taken, or why SIMT.
     pub matrix_path_detail: String,
-    /// Memory kept between calls for the kernels' work; `Context::trim` gives it back.
+    /// Memory kept between calls for the kernels' work and for reuse; `Context::trim` gives it back.
     pub work_bytes_held: u64,
 }
 
@@ -704,7 +704,8 @@ impl Context {
         })
     }
 
-    /// `kvc_context_trim`: frees the work memory no cache holds (scratch, FFT plans).
+    /// `kvc_context_trim`: frees the work memory no cache holds (scratch, FFT plans, device
+    /// memory kept for reuse).
     pub fn trim(&self) -> Result<()> {
         self.check(unsafe { sys::kvc_context_trim(self.raw.as_ptr()) })
     }
