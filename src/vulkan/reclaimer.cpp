@@ -1,5 +1,7 @@
 #include "vulkan/reclaimer.h"
 
+#include <system_error>
+
 #include "vulkan/buffer.h"
 
 namespace kvc::vk {
@@ -54,8 +56,14 @@ void Reclaimer::give_back(std::vector<std::unique_ptr<Buffer>> buffers) {
 }
 
 void Reclaimer::free_soon(std::unique_ptr<Buffer> buffer) {
+  if (!thread_.joinable()) {
+    try {
+      thread_ = std::thread([this] { run(); });
+    } catch (const std::system_error&) {
+      return;  // no thread to be had: `buffer` is freed here, on the caller's path, as it was before
+    }
+  }
   queued_.push_back(std::move(buffer));
-  if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
 }
 
 bool Reclaimer::free_all() {
