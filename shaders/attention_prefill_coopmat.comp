@@ -28,7 +28,10 @@
 // selects it so that the two can be measured against each other).
 // Queries arrive rotated and scaled by 1/sqrt(head_dim) (q_rot, shared with attention_scores);
 // the scale is taken back out before rounding to f16, so an unrotated f16 query stays exact,
-// and applied to S in f32.
+// and applied to S in f32 with log2(e): the softmax runs in base 2 (exp2 of the scaled logit
+// less the row's maximum, the maxima in base-2 units; H100, 2048 over 32K, against exp of the
+// natural-unit logit: 5.72 -> 5.48 ms in one call, 5.71 -> 5.60 in another), and the
+// log-sum-exp leaves in natural units.
 // Writes the output and each row's log-sum-exp (for attention_scores).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
@@ -180,6 +183,8 @@ void main() {
   const uvec2 quad_last_visible = uvec2(first_chunk_slot) + quad_rows / push.group_size;
   const uint scratch_base = subgroup * SCRATCH_ITEMS;
   const float scale = inversesqrt(float(HEAD_DIM));
+  const float scale_log2 = scale * 1.4426950408889634;  // log2(e) / sqrt(HEAD_DIM)
+  const float LN2 = 0.6931471805599453;
 
   // The subgroup's queries as A matrices, 16 dims at a time through its scratch.
   MAT_A q_frag[MAX_DIM_BLOCKS];
@@ -197,8 +202,8 @@ void main() {
 
   ACC o_acc[MAX_DIM_BLOCKS];
   [[unroll]] for (uint block = 0; block < DIM_BLOCKS; ++block) o_acc[block] = ACC(0.0);
-  // Row maxima of the scaled logits so far and this lane's share of the rows' sums of
-  // exp(logit - max): through shared memory its lane pair's row (in .x; the maximum is the
+  // Row maxima of the base-2 scaled logits so far and this lane's share of the rows' sums of
+  // exp2(logit - max): through shared memory its lane pair's row (in .x; the maximum is the
   // pair's, the sum this lane's half), in registers its two QuadRows rows.
   vec2 m = vec2(KVC_NEG_INF);
   vec2 l = vec2(0.0);
@@ -249,20 +254,20 @@ void main() {
         vec2 tile_max = vec2(KVC_NEG_INF);
         [[unroll]] for (uint kb = 0; kb < KEY_BLOCKS; ++kb) {
           [[unroll]] for (uint i = 0; i < FRAGMENT; ++i) {
-            float s = s_acc[kb][i] * scale;
+            float s = s_acc[kb][i] * scale_log2;
             if (diagonal && tile + kb * MAT + fragment_column(lane, i) > quad_last_visible[fragment_half(i)]) s = KVC_NEG_INF;
             s_acc[kb][i] = s;
             tile_max[fragment_half(i)] = max(tile_max[fragment_half(i)], s);
           }
         }
         const vec2 m_new = max(m, quad_max(tile_max));
-        const vec2 correction = exp(m - m_new);
+        const vec2 correction = exp2(m - m_new);
         const bool rescale = subgroupAny(any(greaterThan(m_new, m)));
         m = m_new;
         vec2 p_sum = vec2(0.0);
         [[unroll]] for (uint kb = 0; kb < KEY_BLOCKS; ++kb) {
           [[unroll]] for (uint i = 0; i < FRAGMENT; ++i) {
-            const float p = exp(s_acc[kb][i] - m_new[fragment_half(i)]);
+            const float p = exp2(s_acc[kb][i] - m_new[fragment_half(i)]);
             p_sum[fragment_half(i)] += p;
             p_frag[kb][i] = float16_t(p);
           }
@@ -281,7 +286,7 @@ void main() {
         float s[2 * MAT];
         [[unroll]] for (uint quad = 0; quad < keys_per_lane / 4u; ++quad) {
           const vec4 four = uintBitsToFloat(scratch[scratch_base + lane_row * S_STRIDE + lane_half * (keys_per_lane / 4u) + quad]);
-          [[unroll]] for (uint e = 0; e < 4; ++e) s[quad * 4 + e] = four[e] * scale;
+          [[unroll]] for (uint e = 0; e < 4; ++e) s[quad * 4 + e] = four[e] * scale_log2;
         }
         if (diagonal) {
           [[unroll]] for (uint j = 0; j < keys_per_lane; ++j)
@@ -291,12 +296,12 @@ void main() {
         [[unroll]] for (uint j = 1; j < keys_per_lane; ++j) tile_max = max(tile_max, s[j]);
         tile_max = max(tile_max, subgroupShuffleXor(tile_max, 1u));
         const float m_new = max(m.x, tile_max);
-        const float correction = exp(m.x - m_new);
+        const float correction = exp2(m.x - m_new);
         const bool rescale = subgroupAny(m_new > m.x);
         m.x = m_new;
         float p_sum = 0.0;
         [[unroll]] for (uint j = 0; j < keys_per_lane; ++j) {
-          s[j] = exp(s[j] - m_new);  // P
+          s[j] = exp2(s[j] - m_new);  // P
           p_sum += s[j];
         }
         l.x = l.x * correction + p_sum;
@@ -345,7 +350,7 @@ void main() {
         const uint quad_row = quad_rows[half_index];
         if (quad_row < rows)
           lse[(quad_row / push.group_size) * push.num_q_heads + kv_head * push.group_size + quad_row % push.group_size] =
-              m[half_index] + log(total[half_index]);
+              m[half_index] * LN2 + log(total[half_index]);
       }
     }
   } else {
@@ -357,7 +362,7 @@ void main() {
     ACC c_mat;
     coopMatLoad(c_mat, scratch, scratch_base + C_BASE, C_STRIDE, gl_CooperativeMatrixLayoutRowMajor);
     [[unroll]] for (uint block = 0; block < DIM_BLOCKS; ++block) o_acc[block] = o_acc[block] * c_mat;
-    if (row_real && lane_half == 0u) lse[query * push.num_q_heads + head] = m.x + log(total);
+    if (row_real && lane_half == 0u) lse[query * push.num_q_heads + head] = m.x * LN2 + log(total);
   }
   [[unroll]] for (uint block = 0; block < DIM_BLOCKS; ++block) {
     coopMatStore(o_acc[block], scratch, scratch_base, O_STRIDE, gl_CooperativeMatrixLayoutRowMajor);

@@ -27,7 +27,9 @@
  *    kvc_status_name, the version queries and the *_default functions may be called from any
  *    thread at any time. kvc_context_create_from_vulkan with its own get_instance_proc_addr
  *    points the process-wide Vulkan entry points libkvc calls through at that loader: make
- *    such a context before other threads use Vulkan contexts.
+ *    such a context before other threads use Vulkan contexts. Each Vulkan context may run one
+ *    thread of its own, which frees device memory the context no longer uses (through that
+ *    device's own vkDestroyBuffer and vkFreeMemory, never the process-wide entry points).
  */
 #ifndef KVC_KVC_H
 #define KVC_KVC_H
@@ -184,13 +186,15 @@ KVC_API kvc_status kvc_context_info_get(kvc_context* context, kvc_context_info* 
 /* Frees the context's work memory that no cache holds (scratch, FFT plans; see work_bytes_held),
  * after a long prefill say; later calls allocate again what they need. Waits for the last step
  * first if it is still running. On Vulkan, device memory that libkvc lets go of (a destroyed
- * cache's, a selection's prompt storage, outgrown scratch) is kept for reuse, up to a quarter of
- * the device's largest device-local heap: a cache made or reset for the next sequence takes it
- * back instead of allocating (an H100 allocates about 28 ms per GB). Past that budget it is
- * freed on a thread of the context's own, so the caller never waits for the driver; an
- * allocation that finds the device full frees what is kept and tries again. This call frees all
- * of it and returns once it is back on the device. KVC_BUFFER_REUSE=0 in the environment keeps
- * nothing for reuse. KVC_ERROR_BAD_STATE inside a step. */
+ * cache's, a selection's prompt storage, outgrown scratch) is kept for reuse, each context up to
+ * a quarter of the device's largest device-local heap: a cache made or reset for the next
+ * sequence takes it back instead of allocating (an H100 allocates about 28 ms per GB). Past that
+ * budget it is freed on a thread of the context's own, off the caller's path. An allocation of
+ * the context's that finds the device full frees what that context keeps and tries again; the
+ * application's own allocations, and other contexts', do not: call this first where they need
+ * the memory. This call frees all of it and returns once it is back on the device.
+ * KVC_BUFFER_REUSE=0 in the environment keeps nothing for reuse. KVC_ERROR_BAD_STATE inside a
+ * step. */
 KVC_API kvc_status kvc_context_trim(kvc_context* context);
 
 /* ---------------------------------------------------------------- cache */

@@ -28,9 +28,11 @@ Buffer::Buffer(Device& device, VkDeviceSize size, MemoryKind kind) : device_(dev
   if (result == VK_SUCCESS) {
     result = vkAllocateMemory(device.device(), &alloc, nullptr, &memory_);
     // Memory kept for reuse or on its way back (vk::Reclaimer) counts as free: free it, then
-    // try again.
-    if ((result == VK_ERROR_OUT_OF_DEVICE_MEMORY || result == VK_ERROR_OUT_OF_HOST_MEMORY) && device.reclaimer().free_all())
+    // try again (always: what the thread freed during the first try was not free for it).
+    if (result == VK_ERROR_OUT_OF_DEVICE_MEMORY || result == VK_ERROR_OUT_OF_HOST_MEMORY) {
+      device.reclaimer().free_all();
       result = vkAllocateMemory(device.device(), &alloc, nullptr, &memory_);
+    }
   }
   if (result != VK_SUCCESS) {
     vkDestroyBuffer(device.device(), buffer_, nullptr);
@@ -60,8 +62,9 @@ std::unique_ptr<Buffer> Buffer::borrow(Device& device, VkBuffer buffer, VkDevice
 
 Buffer::~Buffer() {
   if (!owned_) return;
-  vkDestroyBuffer(device_.device(), buffer_, nullptr);
-  vkFreeMemory(device_.device(), memory_, nullptr);
+  // Through the device's own entry points: this may run on the reclaimer's thread.
+  device_.destroy_buffer()(device_.device(), buffer_, nullptr);
+  device_.free_memory()(device_.device(), memory_, nullptr);
   device_.count_allocation(-int64_t(allocated_));
 }
 

@@ -241,6 +241,9 @@ void Device::finish_setup() {
   vkGetPhysicalDeviceProperties(physical_device_, &properties_);
   vkGetPhysicalDeviceMemoryProperties(physical_device_, &memory_properties_);
   reclaimer_ = std::make_unique<Reclaimer>(reuse_budget(memory_properties_));
+  destroy_buffer_ = reinterpret_cast<PFN_vkDestroyBuffer>(vkGetDeviceProcAddr(device_, "vkDestroyBuffer"));
+  free_memory_ = reinterpret_cast<PFN_vkFreeMemory>(vkGetDeviceProcAddr(device_, "vkFreeMemory"));
+  require(destroy_buffer_ && free_memory_, KVC_ERROR_VULKAN, "vkGetDeviceProcAddr found no vkDestroyBuffer or vkFreeMemory");
   VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
   VkPhysicalDeviceMaintenance3Properties maintenance3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
   VkPhysicalDeviceMaintenance4Properties maintenance4{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES};

@@ -104,6 +104,11 @@ class Device {
   // yet to free included (vk::Buffer counts them).
   uint64_t allocated_bytes() const { return allocated_bytes_.load(); }
   void count_allocation(int64_t bytes) { allocated_bytes_ += uint64_t(bytes); }
+  // This device's own vkDestroyBuffer and vkFreeMemory (vkGetDeviceProcAddr, once): the
+  // reclaimer's thread calls them, not the process-wide pointers that making another context
+  // reloads (volkLoadInstance).
+  PFN_vkDestroyBuffer destroy_buffer() const { return destroy_buffer_; }
+  PFN_vkFreeMemory free_memory() const { return free_memory_; }
 
   // Whether this device's instance runs the validation layer (never for Device::wrap).
   bool validating() const { return messenger_ != VK_NULL_HANDLE; }
@@ -143,6 +148,8 @@ class Device {
   std::unique_ptr<Reclaimer> reclaimer_;
   std::atomic<uint32_t> validation_messages_{0};
   std::atomic<uint64_t> allocated_bytes_{0};
+  PFN_vkDestroyBuffer destroy_buffer_ = nullptr;
+  PFN_vkFreeMemory free_memory_ = nullptr;
 };
 
 }  // namespace kvc::vk

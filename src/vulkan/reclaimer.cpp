@@ -1,7 +1,5 @@
 #include "vulkan/reclaimer.h"
 
-#include <system_error>
-
 #include "vulkan/buffer.h"
 
 namespace kvc::vk {
@@ -38,31 +36,31 @@ void Reclaimer::give_back(std::vector<std::unique_ptr<Buffer>> buffers) {
   if (buffers.empty()) return;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (std::unique_ptr<Buffer>& buffer : buffers) {
-      if (!buffer->reusable() || buffer->size() > budget_) {
-        free_soon(std::move(buffer));
-        continue;
+    // Called from destructors (a tensor's): a buffer that cannot be queued or kept (no memory
+    // for the list, no thread to be had) is freed here as the loop leaves it, on the caller's path.
+    try {
+      for (std::unique_ptr<Buffer>& buffer : buffers) {
+        if (!buffer->reusable() || buffer->size() > budget_ || budget_ == 0) {
+          free_soon(std::move(buffer));
+          continue;
+        }
+        kept_.push_back(std::move(buffer));
+        kept_bytes_ += kept_.back()->size();
+        while (kept_bytes_ > budget_) {
+          kept_bytes_ -= kept_.front()->size();
+          std::unique_ptr<Buffer> oldest = std::move(kept_.front());
+          kept_.erase(kept_.begin());
+          free_soon(std::move(oldest));
+        }
       }
-      kept_bytes_ += buffer->size();
-      kept_.push_back(std::move(buffer));
-      while (kept_bytes_ > budget_) {
-        kept_bytes_ -= kept_.front()->size();
-        free_soon(std::move(kept_.front()));
-        kept_.erase(kept_.begin());
-      }
+    } catch (...) {
     }
   }
   queued_or_stopping_.notify_one();
 }
 
 void Reclaimer::free_soon(std::unique_ptr<Buffer> buffer) {
-  if (!thread_.joinable()) {
-    try {
-      thread_ = std::thread([this] { run(); });
-    } catch (const std::system_error&) {
-      return;  // no thread to be had: `buffer` is freed here, on the caller's path, as it was before
-    }
-  }
+  if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
   queued_.push_back(std::move(buffer));
 }
 

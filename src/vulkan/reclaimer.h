@@ -36,7 +36,7 @@ class Reclaimer {
   // smallest such, or null.
   std::unique_ptr<Buffer> take(VkDeviceSize bytes);
   // Takes `buffers` back: kept for reuse, the oldest kept making room past the budget, or freed
-  // soon on the reclaimer's thread (started by the first).
+  // soon on the reclaimer's thread (started by the first); never throws.
   void give_back(std::vector<std::unique_ptr<Buffer>> buffers);
   // Frees everything kept and returns once everything given back so far is freed; whether
   // there was anything to free or still being freed.
@@ -46,7 +46,9 @@ class Reclaimer {
 
  private:
   void run();
-  void free_soon(std::unique_ptr<Buffer> buffer);  // the caller holds mutex_
+  // Queues `buffer` for the thread (started by the first); the caller holds mutex_. Throws
+  // (leaving `buffer` with the caller) when the queue or the thread cannot be had.
+  void free_soon(std::unique_ptr<Buffer> buffer);
 
   const uint64_t budget_;
   mutable std::mutex mutex_;
