@@ -65,13 +65,21 @@ void Reclaimer::free_soon(std::unique_ptr<Buffer> buffer) {
 }
 
 bool Reclaimer::free_all() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  for (std::unique_ptr<Buffer>& buffer : kept_) free_soon(std::move(buffer));
-  kept_.clear();
-  kept_bytes_ = 0;
-  const bool pending = freeing_ || !queued_.empty();
-  queued_or_stopping_.notify_one();
-  idle_.wait(lock, [this] { return !freeing_ && queued_.empty(); });
+  std::vector<std::unique_ptr<Buffer>> kept;
+  bool pending = false;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    kept.swap(kept_);
+    kept_bytes_ = 0;
+    pending = freeing_ || !queued_.empty() || !kept.empty();
+    try {
+      for (std::unique_ptr<Buffer>& buffer : kept) free_soon(std::move(buffer));
+    } catch (...) {
+      // No thread or queue to be had: what `kept` still holds is freed below, on the caller's path.
+    }
+    queued_or_stopping_.notify_one();
+    idle_.wait(lock, [this] { return !freeing_ && queued_.empty(); });
+  }
   return pending;
 }
 

@@ -39,7 +39,7 @@ class Reclaimer {
   // soon on the reclaimer's thread (started by the first); never throws.
   void give_back(std::vector<std::unique_ptr<Buffer>> buffers);
   // Frees everything kept and returns once everything given back so far is freed; whether
-  // there was anything to free or still being freed.
+  // there was anything to free or still being freed. Never throws.
   bool free_all();
   // Bytes of the buffers kept for reuse.
   uint64_t kept_bytes() const;
@@ -47,7 +47,7 @@ class Reclaimer {
  private:
   void run();
   // Queues `buffer` for the thread (started by the first); the caller holds mutex_. Throws
-  // (leaving `buffer` with the caller) when the queue or the thread cannot be had.
+  // when the queue or the thread cannot be had, `buffer` then freed as the exception leaves.
   void free_soon(std::unique_ptr<Buffer> buffer);
 
   const uint64_t budget_;
