@@ -36,12 +36,6 @@ bool reuse_off() {
   return reuse && std::string(reuse) == "0";
 }
 
-uint64_t work_bytes_held(kvc_context* context) {
-  kvc_context_info info{sizeof(kvc_context_info)};
-  REQUIRE(kvc_context_info_get(context, &info) == KVC_OK);
-  return info.work_bytes_held;
-}
-
 }  // namespace
 
 TEST_CASE("the reclaimer keeps device-local buffers for reuse within its budget and frees the rest") {
@@ -116,7 +110,7 @@ TEST_CASE("a selection's prompt storage comes back at kvc_cache_reset with no al
   INFO("the prompt held ", prompt_held, " bytes, the selection keeps ", kept_held);
   REQUIRE(kept_held < prompt_held);
   // The prompt's storage is kept for reuse, and reported with the context's work memory.
-  if (!reuse_off()) CHECK(work_bytes_held(context.get()) >= prompt_held - kept_held);
+  if (!reuse_off()) CHECK(test::context_info(context.get()).work_bytes_held >= prompt_held - kept_held);
 
   const uint64_t allocated = device.allocated_bytes();
   REQUIRE(kvc_cache_reset(cache.get()) == KVC_OK);
