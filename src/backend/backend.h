@@ -167,7 +167,7 @@ class Backend {
   // A buffer whose tensor is gone: given back to the reclaimer now, or once the work recorded
   // with it finished.
   void release(std::unique_ptr<vk::Buffer> buffer);
-  // Frees what release() kept, once no recorded work can use it.
+  // Waits for recorded work, then gives back what release() kept (reclaim_released).
   void collect_released();
   // Hands what release() kept to the device's reclaimer (kept for reuse, or freed on its
   // thread); no recorded work may use it any more.

@@ -17,7 +17,6 @@
 namespace kvc::vk {
 
 class PipelineCache;
-class Reclaimer;
 class Staging;
 
 struct DeviceOptions {
