@@ -1,11 +1,14 @@
 #version 450
 // The convolution of a chirp-z transform (vulkan/fft.h, ChirpFilter): every sequence's
-// spectrum times the filter's, which already holds the inverse transform's 1 / P. Item: a
-// point, for all sequences, so the filter is read once.
+// spectrum times the filter's, which already holds the inverse transform's 1 / P; REVERSED
+// (a transform from the span's bins to every point) reads the filter's spectrum at -f, the
+// spectrum of the filter reversed in time. Item: a point, for all sequences, so the filter is
+// read once.
 #extension GL_GOOGLE_include_directive : require
 #include "complex.glsl"
 
 layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const bool REVERSED = false;
 
 layout(binding = 0) buffer Work { vec2 work[]; };                         // [sequences][padded_length]
 layout(binding = 1) readonly buffer Filter { vec2 filter_spectrum[]; };  // [padded_length]
@@ -17,7 +20,7 @@ layout(push_constant) uniform Push {
 
 void main() {
   for (uint point = gl_GlobalInvocationID.x; point < push.padded_length; point += gl_NumWorkGroups.x * gl_WorkGroupSize.x) {
-    const vec2 filter_point = filter_spectrum[point];
+    const vec2 filter_point = filter_spectrum[REVERSED && point != 0u ? push.padded_length - point : point];
     for (uint sequence = 0u; sequence < push.sequences; ++sequence) {
       const uint at = sequence * push.padded_length + point;
       work[at] = complex_mul(work[at], filter_point);

@@ -1,7 +1,8 @@
 #version 450
 // Separates the two real spectra a packed FFT holds, at the chosen bins: with Z the transform
 // of a + i b, A[k] = (Z[k] + conj Z[T-k]) / 2 and B[k] = (Z[k] - conj Z[T-k]) / 2i. CHIRP (a
-// chirp-z transform, ops/chirp_z_vulkan.h): Z[k] is the work's point k times the chirp c[k].
+// chirp-z transform, ops/chirp_z_vulkan.h): Z[k] is the work's point j = k - span_first (mod T)
+// times the span's chirp at j, c[span_first + j].
 #extension GL_GOOGLE_include_directive : require
 #include "complex.glsl"
 
@@ -12,19 +13,21 @@ layout(constant_id = 2) const bool CHIRP = false;
 layout(binding = 0) readonly buffer Work { vec2 work[]; };  // one head's [HEAD_DIM / 2][P]
 layout(binding = 1) readonly buffer Bins { uint bins[]; };
 layout(binding = 2) writeonly buffer Spectrum { vec2 spectrum[]; };  // [num_heads][num_bins][HEAD_DIM]
-layout(binding = 3) readonly buffer Chirp { vec2 chirp[]; };         // [T], CHIRP only
+layout(binding = 3) readonly buffer SpanChirp { vec2 span_chirp[]; };  // [span], CHIRP only
 
 layout(push_constant) uniform Push {
   uint transform_length;
   uint num_bins;
   uint head;
   uint padded_length;  // P
+  uint span_first;     // 0 without CHIRP
   float scale;
 } push;
 
 vec2 transformed(uint sequence, uint k) {
-  const vec2 value = work[sequence + k];
-  return CHIRP ? complex_mul(value, chirp[k]) : value;
+  const uint j = k >= push.span_first ? k - push.span_first : k + push.transform_length - push.span_first;
+  const vec2 value = work[sequence + j];
+  return CHIRP ? complex_mul(value, span_chirp[j]) : value;
 }
 
 void main() {

@@ -6,8 +6,9 @@
 // pairs with zero). Bins 0 and M/2 are their own mirrors: a stored state there stands for
 // Re(S e^{...}) (ops/spectral_attention.h), so only the real part of its product enters.
 // The inverse transform is taken as the conjugate of a forward one, IDFT(Z) = conj DFT(conj Z),
-// a chirp-z transform (ops/chirp_z_vulkan.h): point k < M of the sequence holds conj(Z[k])
-// times the chirp c[k], points M .. P - 1 zero.
+// a chirp-z transform from the span (ops/chirp_z_vulkan.h; every nonzero bin lies in it): point
+// j < span of the sequence holds conj(Z[k]) times the span's chirp c[span_first + j], k =
+// span_first + j mod M, points span .. P - 1 zero.
 #extension GL_GOOGLE_include_directive : require
 #include "complex.glsl"
 
@@ -16,13 +17,15 @@ layout(local_size_x_id = 0) in;
 layout(binding = 0) readonly buffer Products { vec2 products[]; };  // [rows][num_bins]
 layout(binding = 1) readonly buffer BinMap { uint bin_map[]; };     // spectral_bin_map
 layout(binding = 2) writeonly buffer Spectra { vec2 spectra[]; };  // [(rows + 1) / 2][padded_length]
-layout(binding = 3) readonly buffer Chirp { vec2 chirp[]; };        // [segment_length]
+layout(binding = 3) readonly buffer SpanChirp { vec2 span_chirp[]; };  // [span]
 
 layout(push_constant) uniform Push {
   uint num_bins;
   uint segment_length;
   uint rows;
   uint padded_length;
+  uint span_first;
+  uint span;
 } push;
 
 const uint MIRROR = 0x80000000u;
@@ -38,13 +41,15 @@ vec2 row_spectrum(uint row, uint k, uint entry) {
 void main() {
   const uint items = (push.rows + 1u) / 2u * push.padded_length;
   for (uint item = gl_GlobalInvocationID.x; item < items; item += gl_NumWorkGroups.x * gl_WorkGroupSize.x) {
-    const uint k = item % push.padded_length, sequence = item / push.padded_length;
-    if (k >= push.segment_length) {
+    const uint j = item % push.padded_length, sequence = item / push.padded_length;
+    if (j >= push.span) {
       spectra[item] = vec2(0.0);
       continue;
     }
+    const uint from_first = push.segment_length - push.span_first;  // j at which k wraps to 0
+    const uint k = j < from_first ? push.span_first + j : j - from_first;
     const uint entry = bin_map[k];
     const vec2 a = row_spectrum(2u * sequence, k, entry), b = row_spectrum(2u * sequence + 1u, k, entry);
-    spectra[item] = complex_mul(conjugate(a + times_i(b)), chirp[k]);
+    spectra[item] = complex_mul(conjugate(a + times_i(b)), span_chirp[j]);
   }
 }

@@ -6,8 +6,9 @@
 // i P_2s+1 for real probabilities), separated at the bin as (Z[k] + conj Z[M-k]) / 2 and
 // (Z[k] - conj Z[M-k]) / 2i. Blocks of bins spread the sum over the GPU: a row's dims alone
 // are too few threads to hide the loads' latency over thousands of bins. The forward
-// transform is a chirp-z transform (ops/chirp_z_vulkan.h): Z[k] is the sequence's point k
-// times the chirp c[k].
+// transform is a chirp-z transform to the span of the bins and their mirrors
+// (ops/chirp_z_vulkan.h): Z[k] is the sequence's point j = k - span_first (mod M) times the
+// span's chirp at j.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #include "complex.glsl"
@@ -21,7 +22,7 @@ layout(binding = 0) readonly buffer ValueStates { vec2 value_states[]; };  // [n
 layout(binding = 1) readonly buffer Bins { uint bins[]; };
 layout(binding = 2) readonly buffer Spectra { vec2 spectra[]; };           // [(rows + 1) / 2][padded_length]
 layout(binding = 3) writeonly buffer Partials { vec2 partials[]; };         // [rows][num_blocks][HEAD_DIM / 2]
-layout(binding = 4) readonly buffer Chirp { vec2 chirp[]; };                // [segment_length]
+layout(binding = 4) readonly buffer SpanChirp { vec2 span_chirp[]; };      // [span]
 
 layout(push_constant) uniform Push {
   uint num_bins;
@@ -31,13 +32,17 @@ layout(push_constant) uniform Push {
   uint group;
   uint num_blocks;
   uint padded_length;
+  uint span_first;
 } push;
 
-// chirps: (c[bin], c[mirror]).
-vec2 row_spectrum(uint row, uint bin, vec4 chirps) {
+// The span's point holding bin k.
+uint span_point(uint k) { return k >= push.span_first ? k - push.span_first : k + push.segment_length - push.span_first; }
+
+// points: the bin's and its mirror's in the span; chirps: the span's chirps there.
+vec2 row_spectrum(uint row, uvec2 points, vec4 chirps) {
   const uint sequence = (row / 2u) * push.padded_length;
-  const vec2 z = complex_mul(spectra[sequence + bin], chirps.xy);
-  const vec2 mirror = conjugate(complex_mul(spectra[sequence + (bin == 0u ? 0u : push.segment_length - bin)], chirps.zw));
+  const vec2 z = complex_mul(spectra[sequence + points.x], chirps.xy);
+  const vec2 mirror = conjugate(complex_mul(spectra[sequence + points.y], chirps.zw));
   const vec2 half_sum = 0.5 * (z + mirror), half_difference = 0.5 * (z - mirror);
   return row % 2u == 0u ? half_sum : vec2(half_difference.y, -half_difference.x);
 }
@@ -61,13 +66,14 @@ void main() {
       [[unroll]] for (uint g = 0u; g < KVC_MAX_GROUP_BLOCK; ++g) sums[g] = vec2(0.0);
       for (uint b = block * BINS_PER_BLOCK; b < end; ++b) {
         const uint bin = bins[b];
-        const vec4 chirps = vec4(chirp[bin], chirp[bin == 0u ? 0u : push.segment_length - bin]);
+        const uvec2 points = uvec2(span_point(bin), span_point(bin == 0u ? 0u : push.segment_length - bin));
+        const vec4 chirps = vec4(span_chirp[points.x], span_chirp[points.y]);
         const float weight = bin == 0u || 2u * bin == push.segment_length ? 1.0 : 2.0;
         const uint state = (kv_head * push.num_bins + b) * HEAD_DIM + 2u * pair;
         const vec2 state_a = value_states[state], state_b = value_states[state + 1u];
         [[unroll]] for (uint g = 0u; g < KVC_MAX_GROUP_BLOCK; ++g) {
           if (g >= heads) continue;
-          const vec2 p = row_spectrum(row0 + g, bin, chirps) * weight;
+          const vec2 p = row_spectrum(row0 + g, points, chirps) * weight;
           sums[g] += vec2(dot(state_a, p), dot(state_b, p));
         }
       }

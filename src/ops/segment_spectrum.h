@@ -8,8 +8,9 @@
 // VkFFT of length T for all of them, and the two real spectra separated at the chosen bins
 // (X_a[k] = (Z[k] + conj Z[T-k]) / 2, X_b[k] = (Z[k] - conj Z[T-k]) / 2i), so a real
 // transform costs half a complex one at any T. With chirp_z the length-T DFT is a chirp-z
-// transform over a power-of-two plan (ops/chirp_z_vulkan.h), its chirps taken in the pack and
-// unpack passes: for T that change with every prompt (FAEDKV's M), which would each need a plan.
+// transform over a plan of 2^a or 3 * 2^a points (ops/chirp_z_vulkan.h), its chirps taken in the
+// pack and unpack passes: for T that change with every prompt (FAEDKV's M), which would each
+// need a plan; its plan holds T + span - 1 points where the bins and their mirrors lie in a span.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,7 @@
 
 #include "backend/backend.h"
 #include "common/dtype.h"
+#include "ops/bin_span.h"
 
 namespace kvc::ops {
 
@@ -31,7 +33,8 @@ struct SegmentSpectrumShape {
   uint32_t num_bins = 0;          // >= 1, each bin < T
   Dtype dtype = Dtype::F32;       // of states
   float scale = 1.0f;             // FAEDKV's state is a mean: 1 / M
-  bool chirp_z = false;           // Vulkan: through power-of-two plans (the CPU computes the formula)
+  bool chirp_z = false;           // Vulkan: through chirp-z plans (the CPU computes the formula)
+  BinSpan span;                   // chirp_z: a run holding every bin and its mirror T - k (count 0: all)
 };
 
 struct SegmentSpectrumArgs {

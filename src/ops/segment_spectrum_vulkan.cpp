@@ -16,14 +16,14 @@ struct PackPush {
 };
 
 struct UnpackPush {
-  uint32_t transform_length, num_bins, head, padded_length;
+  uint32_t transform_length, num_bins, head, padded_length, span_first;
   float scale;
 };
 
 // The plan (chirp_z: the chirp-z transform's plan and filter) of the shape's transform.
 ChirpTransform transform_for(Backend& backend, const SegmentSpectrumShape& shape) {
   const uint32_t sequences = shape.head_dim / 2;
-  if (shape.chirp_z) return chirp_transform(backend, shape.transform_length, sequences);
+  if (shape.chirp_z) return chirp_transform(backend, shape.transform_length, shape.span, sequences);
   return {backend.fft_plans().keep({shape.transform_length, sequences}), nullptr};
 }
 
@@ -40,8 +40,10 @@ void segment_spectrum_vulkan(Backend& backend, const SegmentSpectrumShape& shape
   vk::FftPlan& plan = *transform.plan;
   const uint32_t padded = plan.shape().length;
   vk::Recorder& recorder = backend.recorder();
-  // Without chirp_z the shaders never read the chirp: the bins stand in for it.
+  // Without chirp_z the shaders never read the chirps: the bins stand in for them.
   const vk::BufferSlice chirp = shape.chirp_z ? transform.filter->chirp() : slice(args.bins);
+  const vk::BufferSlice span_chirp = shape.chirp_z ? transform.filter->span_chirp() : slice(args.bins);
+  const uint32_t span_first = shape.chirp_z ? transform.filter->span_first() : 0;
   // The pack shader's tiles: 2048 pairs' points each.
   require(shape.head_dim <= 256, KVC_ERROR_INTERNAL, "segment_spectrum packs heads of at most 256 dims");
   const uint32_t tile_points = 2048 / sequences;
@@ -50,11 +52,11 @@ void segment_spectrum_vulkan(Backend& backend, const SegmentSpectrumShape& shape
     const PackPush pack{shape.slot_stride, shape.first_slot, shape.length, shape.transform_length, shape.window_offset, head, padded};
     recorder.dispatch({"segment_spectrum_pack", 3, sizeof(PackPush), {kWorkgroupSize, shape.head_dim, shape.dtype == Dtype::F16, shape.chirp_z}},
                       {slice(args.states), plan.data(), chirp}, &pack, pack_groups);
-    if (shape.chirp_z) record_chirp_dft(recorder, transform);
+    if (shape.chirp_z) record_chirp_dft(recorder, transform, false);
     else plan.record(recorder, false);
-    const UnpackPush unpack{shape.transform_length, shape.num_bins, head, padded, shape.scale};
+    const UnpackPush unpack{shape.transform_length, shape.num_bins, head, padded, span_first, shape.scale};
     recorder.dispatch({"segment_spectrum_unpack", 4, sizeof(UnpackPush), {kWorkgroupSize, shape.head_dim, shape.chirp_z}},
-                      {plan.data(), slice(args.bins), slice(args.spectrum), chirp}, &unpack,
+                      {plan.data(), slice(args.bins), slice(args.spectrum), span_chirp}, &unpack,
                       std::min(group_count_unbounded(uint64_t(sequences) * shape.num_bins, kWorkgroupSize), kMaxGroups));
   }
 }

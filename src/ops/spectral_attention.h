@@ -18,6 +18,7 @@
 
 #include "backend/backend.h"
 #include "common/dtype.h"
+#include "ops/bin_span.h"
 
 namespace kvc::ops {
 
@@ -32,6 +33,7 @@ struct SpectralAttentionShape {
   uint32_t num_bins = 0;          // stored bins per kv head
   uint32_t segment_length = 0;    // M >= 1
   Dtype dtype = Dtype::F32;       // of q, k, v and out
+  BinSpan span;                   // Vulkan: mirrored_bin_span(bins, M), or count 0 (any bins)
 };
 
 struct SpectralAttentionArgs {
@@ -57,11 +59,11 @@ std::vector<uint32_t> spectral_bin_map(const std::vector<uint32_t>& bins, uint32
 std::vector<float> spectral_reconstruct_cpu(uint32_t num_heads, uint32_t head_dim, uint32_t segment_length,
                                             const std::vector<uint32_t>& bins, const float* spectrum);
 
-// What the Vulkan route needs for segments of M tokens (a plan of M's padded power-of-two
-// length and M's chirp filter: ops/chirp_z_vulkan.h), kept while the handle lives: a cache
-// holding one makes nothing on its decode path. Null on the CPU.
-std::shared_ptr<void> spectral_attention_keep(Backend& backend, uint32_t segment_length, uint32_t num_q_heads);
-std::shared_ptr<void> spectral_attention_keep_vulkan(Backend& backend, uint32_t segment_length, uint32_t num_q_heads);
+// What the Vulkan route needs for segments of M tokens whose bins lie in `span` (a plan of the
+// padded length and the chirp filter: ops/chirp_z_vulkan.h), kept while the handle lives: a
+// cache holding one makes nothing on its decode path. Null on the CPU.
+std::shared_ptr<void> spectral_attention_keep(Backend& backend, uint32_t segment_length, BinSpan span, uint32_t num_q_heads);
+std::shared_ptr<void> spectral_attention_keep_vulkan(Backend& backend, uint32_t segment_length, BinSpan span, uint32_t num_q_heads);
 
 void spectral_attention(Backend& backend, const SpectralAttentionShape& shape, const SpectralAttentionArgs& args);
 void spectral_attention_cpu(const SpectralAttentionShape& shape, const SpectralAttentionArgs& args);

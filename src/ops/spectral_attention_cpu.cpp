@@ -78,8 +78,8 @@ void spectral_attention_cpu(const SpectralAttentionShape& shape, const SpectralA
     }
 }
 
-std::shared_ptr<void> spectral_attention_keep(Backend& backend, uint32_t segment_length, uint32_t num_q_heads) {
-  return backend.is_cpu() ? nullptr : spectral_attention_keep_vulkan(backend, segment_length, num_q_heads);
+std::shared_ptr<void> spectral_attention_keep(Backend& backend, uint32_t segment_length, BinSpan span, uint32_t num_q_heads) {
+  return backend.is_cpu() ? nullptr : spectral_attention_keep_vulkan(backend, segment_length, span, num_q_heads);
 }
 
 void spectral_attention(Backend& backend, const SpectralAttentionShape& shape, const SpectralAttentionArgs& args) {

@@ -3,11 +3,12 @@
 // statistics, then probabilities: a row's M logits spread over many workgroups), a forward
 // DFT of the probabilities, and the value sum over the stored bins (in blocks, then their
 // total). Two query heads share each complex transform (their logits and probabilities are
-// real). Both length-M DFTs are chirp-z transforms over one power-of-two plan
-// (ops/chirp_z_vulkan.h; the inverse as the conjugate of a forward one), their chirps taken in
-// the passes around them. A chunk of queries takes its queries in turn through the same plan, so
+// real). Both length-M DFTs are chirp-z transforms over one plan (ops/chirp_z_vulkan.h; the
+// inverse as the conjugate of a forward one, from the span of the stored bins and their mirrors
+// to every point; the forward one from every point to the span), their chirps taken in the
+// passes around them. A chunk of queries takes its queries in turn through the same plan, so
 // one plan of num_q_heads / 2 transforms per padded length serves every call, and every M of
-// that padded length (spectral_attention_keep keeps it and M's chirp filter).
+// that padded length (spectral_attention_keep keeps it and the chirp filter).
 #include <algorithm>
 #include <cmath>
 
@@ -31,7 +32,7 @@ struct ProductsPush {
   uint32_t num_bins, first_query, num_kv_heads, group;
 };
 struct ExpandPush {
-  uint32_t num_bins, segment_length, rows, padded_length;
+  uint32_t num_bins, segment_length, rows, padded_length, span_first, span;
 };
 struct HeldLogitsPush {
   uint32_t first_query, num_slots, slot_stride, num_q_heads, group;
@@ -43,7 +44,7 @@ struct SoftmaxPush {
   float scale;
 };
 struct ValueSumPush {
-  uint32_t num_bins, segment_length, rows, num_q_heads, group, num_blocks, padded_length;
+  uint32_t num_bins, segment_length, rows, num_q_heads, group, num_blocks, padded_length, span_first;
 };
 struct OutputPush {
   uint32_t rows, num_blocks, first_query;
@@ -52,16 +53,16 @@ struct OutputPush {
 size_t aligned(size_t bytes) { return (bytes + kBindingAlignment - 1) / kBindingAlignment * kBindingAlignment; }
 
 // Two query rows per complex transform: their segment logits and probabilities are real.
-ChirpTransform transform_for(Backend& backend, uint32_t segment_length, uint32_t rows) {
-  return chirp_transform(backend, segment_length, (rows + 1) / 2);
+ChirpTransform transform_for(Backend& backend, uint32_t segment_length, BinSpan span, uint32_t rows) {
+  return chirp_transform(backend, segment_length, span, (rows + 1) / 2);
 }
 
 uint32_t groups_for(uint64_t items) { return std::min(group_count_unbounded(items, kWorkgroupSize), kMaxGroups); }
 
 }  // namespace
 
-std::shared_ptr<void> spectral_attention_keep_vulkan(Backend& backend, uint32_t segment_length, uint32_t num_q_heads) {
-  return std::make_shared<ChirpTransform>(transform_for(backend, segment_length, num_q_heads));
+std::shared_ptr<void> spectral_attention_keep_vulkan(Backend& backend, uint32_t segment_length, BinSpan span, uint32_t num_q_heads) {
+  return std::make_shared<ChirpTransform>(transform_for(backend, segment_length, span, num_q_heads));
 }
 
 void spectral_attention_vulkan(Backend& backend, const SpectralAttentionShape& shape, const SpectralAttentionArgs& args) {
@@ -69,9 +70,10 @@ void spectral_attention_vulkan(Backend& backend, const SpectralAttentionShape& s
   const uint32_t dim = shape.head_dim, M = shape.segment_length, blocks = (shape.num_bins + kBinsPerBlock - 1) / kBinsPerBlock;
   const bool f16 = shape.dtype == Dtype::F16;
   const float scale = float(1.0 / std::sqrt(double(dim)));
-  const ChirpTransform transform = transform_for(backend, M, rows);
+  const ChirpTransform transform = transform_for(backend, M, shape.span, rows);
   const uint32_t padded = transform.filter->padded_length(), pairs = (rows + 1) / 2;
-  const vk::BufferSlice chirp = transform.filter->chirp();
+  const uint32_t span_first = transform.filter->span_first(), span = transform.filter->span();
+  const vk::BufferSlice chirp = transform.filter->chirp(), span_chirp = transform.filter->span_chirp();
   // The spectra live in the plan's own buffer (the transforms run in place on it); the rest in
   // scratch: bin products, held logits, the held slots' share, the value sum's partials.
   const vk::BufferSlice spectra = transform.plan->data();
@@ -95,10 +97,10 @@ void spectral_attention_vulkan(Backend& backend, const SpectralAttentionShape& s
     recorder.dispatch({"spectral_bin_products", 3, sizeof(ProductsPush), {kWorkgroupSize, dim, f16}},
                       {slice(args.q), slice(args.spectrum_k), products}, &products_push,
                       groups_for(uint64_t(shape.num_bins) * shape.num_kv_heads * backend.device().subgroup_size()));
-    const ExpandPush expand_push{shape.num_bins, M, rows, padded};
-    recorder.dispatch({"spectral_expand", 4, sizeof(ExpandPush), {kWorkgroupSize}}, {products, slice(args.bin_map), spectra, chirp},
+    const ExpandPush expand_push{shape.num_bins, M, rows, padded, span_first, span};
+    recorder.dispatch({"spectral_expand", 4, sizeof(ExpandPush), {kWorkgroupSize}}, {products, slice(args.bin_map), spectra, span_chirp},
                       &expand_push, groups_for(uint64_t(pairs) * padded));
-    record_chirp_dft(recorder, transform);
+    record_chirp_dft(recorder, transform, true);
     const HeldLogitsPush logits_push{query, shape.num_slots, shape.slot_stride, shape.num_q_heads, group,
                                      shape.first_query_position + int32_t(query), scale};
     recorder.dispatch({"spectral_held_logits", 4, sizeof(HeldLogitsPush), {kWorkgroupSize, dim, f16}},
@@ -108,10 +110,10 @@ void spectral_attention_vulkan(Backend& backend, const SpectralAttentionShape& s
     for (const bool statistics_pass : {true, false})
       recorder.dispatch({"spectral_softmax", 6, sizeof(SoftmaxPush), {kSoftmaxWorkgroupSize, dim, f16, statistics_pass, kSoftmaxChunk}},
                         {held_logits, slice(args.v), spectra, held, statistics, chirp}, &softmax_push, chunks, pairs);
-    record_chirp_dft(recorder, transform);
-    const ValueSumPush value_push{shape.num_bins, M, rows, shape.num_q_heads, group, blocks, padded};
+    record_chirp_dft(recorder, transform, false);
+    const ValueSumPush value_push{shape.num_bins, M, rows, shape.num_q_heads, group, blocks, padded, span_first};
     recorder.dispatch({"spectral_value_sum", 5, sizeof(ValueSumPush), {kWorkgroupSize, dim, kBinsPerBlock}},
-                      {slice(args.spectrum_v), slice(args.bins), spectra, partials, chirp}, &value_push,
+                      {slice(args.spectrum_v), slice(args.bins), spectra, partials, span_chirp}, &value_push,
                       groups_for(uint64_t(shape.num_kv_heads) * blocks * dim / 2));
     const OutputPush output_push{rows, blocks, query};
     recorder.dispatch({"spectral_output", 3, sizeof(OutputPush), {kWorkgroupSize, dim, f16}}, {partials, held, slice(args.out)},

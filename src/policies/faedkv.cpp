@@ -52,15 +52,17 @@ std::vector<uint32_t> faedkv_stored_bins(const std::vector<bool>& kept_chunks, u
 
 namespace {
 
-// Eq. 10 over `layer`'s middle segment, as a running mean (eq. 9 with N = M tokens folded in).
-// Its DFT is a chirp-z transform on Vulkan: M changes with every prompt, and a plan of length M
-// would cost a VkFFT planning (0.2-0.3 s on the host) per prompt length.
+// Eq. 10 over `layer`'s middle segment, as a running mean (eq. 9 with N = M tokens folded in),
+// at `bins`. Its DFT is a chirp-z transform on Vulkan: M changes with every prompt, and a plan
+// of length M would cost a VkFFT planning (0.2-0.3 s on the host) per prompt length; it forms
+// the run of bins that holds the stored ones and their mirrors.
 ops::SegmentSpectrumShape prompt_transform(const CacheConfig& config, const LayerState& layer, uint32_t sinks, uint32_t recent_window,
-                                           uint32_t num_bins) {
+                                           const std::vector<uint32_t>& bins) {
   const uint32_t segment = layer.slots_held - sinks - recent_window;
   ops::SegmentSpectrumShape transform{config.num_kv_heads, config.head_dim, layer.slot_stride, sinks, segment, segment, 0,
-                                      num_bins, config.dtype, 1.0f / float(segment)};
+                                      uint32_t(bins.size()), config.dtype, 1.0f / float(segment)};
   transform.chirp_z = true;
+  transform.span = ops::mirrored_bin_span(bins, segment);
   return transform;
 }
 
@@ -219,8 +221,10 @@ void FaedKvPolicy::end_prefill(Cache& cache) {
   if (!backend.is_cpu()) {
     for (uint32_t layer = 0; layer < config_.num_layers; ++layer) {
       const uint32_t segment = cache.layer(layer).slots_held - sinks_ - recent_window_;
-      planned.push_back(ops::segment_spectrum_keep(backend, prompt_transform(config_, cache.layer(layer), sinks_, recent_window_, 1)));
-      planned.push_back(ops::spectral_attention_keep(backend, segment, config_.num_q_heads));  // the queries', in the op's own shape
+      const std::vector<uint32_t> bins = faedkv_stored_bins(kept_chunks_[layer], segment);
+      const ops::SegmentSpectrumShape transform = prompt_transform(config_, cache.layer(layer), sinks_, recent_window_, bins);
+      planned.push_back(ops::segment_spectrum_keep(backend, transform));
+      planned.push_back(ops::spectral_attention_keep(backend, segment, transform.span, config_.num_q_heads));  // the queries', in the op's own shape
     }
   }
   if (sinks_ > 0 && !sink_indices_) {
@@ -264,9 +268,10 @@ void FaedKvPolicy::transform_prompt(Cache& cache, uint32_t layer_index, LayerSpe
   spectrum.value_states = parts[3];
   backend.upload(spectrum.bins->data(), size_t(num_bins) * 4, *spectrum.bin_table, 0);
   backend.upload(map.data(), map.size() * 4, *spectrum.bin_map, 0);
-  spectrum.attention_plan = ops::spectral_attention_keep(backend, segment, config_.num_q_heads);
+  const ops::SegmentSpectrumShape transform = prompt_transform(config_, layer, sinks_, recent_window_, *spectrum.bins);
+  spectrum.span = transform.span;
+  spectrum.attention_plan = ops::spectral_attention_keep(backend, segment, spectrum.span, config_.num_q_heads);
 
-  const ops::SegmentSpectrumShape transform = prompt_transform(config_, layer, sinks_, recent_window_, num_bins);
   ops::segment_spectrum(backend, transform, {view(*layer.k), view(*spectrum.bin_table), view(*spectrum.key_states)});
   ops::segment_spectrum(backend, transform, {view(*layer.v), view(*spectrum.bin_table), view(*spectrum.value_states)});
 
@@ -324,6 +329,7 @@ bool FaedKvPolicy::record_attention(Cache& cache, uint32_t layer_index, uint32_t
   shape.num_bins = uint32_t(spectrum.bins->size());
   shape.segment_length = spectrum.segment_length;
   shape.dtype = config_.dtype;
+  shape.span = spectrum.span;
   ops::spectral_attention(cache.backend(), shape,
                           {q, view(*layer.k), view(*layer.v), view(*layer.positions), view(*spectrum.bin_table),
                            view(*spectrum.bin_map), view(*spectrum.key_states), view(*spectrum.value_states),

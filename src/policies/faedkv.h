@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cache/layer_storage.h"
+#include "ops/bin_span.h"
 #include "policies/policy.h"
 
 namespace kvc {
@@ -49,6 +50,7 @@ class FaedKvPolicy : public Policy {
     std::shared_ptr<Tensor> bin_map;    // ops::spectral_bin_map
     std::shared_ptr<Tensor> key_states, value_states;  // f32 (re, im) [num_kv_heads][bins][head_dim]
     uint32_t segment_length = 0;        // M
+    ops::BinSpan span;                  // ops::mirrored_bin_span(bins, M): what the transforms form
     uint64_t folded = 0;                // N: tokens in the state (M after the prompt)
     uint32_t ring_start = 0;            // the window's oldest token is at slot sinks + ring_start
     std::shared_ptr<void> attention_plan;  // ops::spectral_attention_keep

@@ -22,6 +22,9 @@ namespace {
 
 bool is_power_of_two(uint64_t value) { return value != 0 && (value & (value - 1)) == 0; }
 
+// The plan lengths chirp_padded_length returns: 2^a and 3 * 2^a.
+bool is_chirp_plan_length(uint64_t value) { return is_power_of_two(value) || (value % 3 == 0 && is_power_of_two(value / 3)); }
+
 // VkFFT's failures as a kvc_status: a shape it has no kernels for is unsupported; a failed
 // host or Vulkan allocation is out of memory; any other failed Vulkan call is a Vulkan error.
 kvc_status plan_failure_status(VkFFTResult result) {
@@ -144,13 +147,18 @@ void FftPlan::record(Recorder& recorder, bool inverse) {
   require(result == VKFFT_SUCCESS, KVC_ERROR_VULKAN, "VkFFTAppend failed (VkFFTResult " + std::to_string(static_cast<int>(result)) + ")");
 }
 
-uint32_t chirp_padded_length(uint32_t length) {
+uint32_t chirp_padded_length(uint32_t length, uint32_t span) {
   require(length >= 1 && length <= (1u << 30), KVC_ERROR_UNSUPPORTED,
           "a chirp-z transform of " + std::to_string(length) + " points; lengths 1 .. 2^30 are transformed");
+  require(span >= 1 && span <= length, KVC_ERROR_INTERNAL,
+          "a chirp-z span of " + std::to_string(span) + " bins of " + std::to_string(length));
   if (length > 1 && is_power_of_two(length)) return length;
-  uint32_t padded = 2;  // VkFFT plans no transform of one point
-  while (padded < 2 * length - 1) padded *= 2;
-  return padded;
+  const uint64_t least = std::max<uint64_t>(2, uint64_t(length) + span - 1);  // VkFFT plans no transform of one point
+  uint64_t padded = 2;
+  while (padded < least) padded *= 2;
+  // 3 * 2^a lies between 2^(a+1) and 2^(a+2): the smaller of the two forms that holds it.
+  if (padded % 4 == 0 && padded / 4 * 3 >= least) padded = padded / 4 * 3;
+  return uint32_t(padded);
 }
 
 namespace {
@@ -206,28 +214,32 @@ void chirp_point(uint64_t n, uint64_t length, double sign, double divisor, float
 
 }  // namespace
 
-ChirpFilter::ChirpFilter(Device& device, uint32_t length, FftPlan& plan)
-    : length_(length), padded_length_(chirp_padded_length(length)) {
+ChirpFilter::ChirpFilter(Device& device, uint32_t length, uint32_t span_first, uint32_t span, FftPlan& plan)
+    : length_(length), span_first_(span_first), span_(span), padded_length_(chirp_padded_length(length, span)) {
+  if (direct()) {  // the plan's transform gives every bin from 0
+    span_first_ = 0;
+    span_ = length_;
+  }
   FftPlan::Impl& impl = *plan.impl_;
-  require(impl.shape.length == padded_length_, KVC_ERROR_INTERNAL,
-          "the chirp filter of " + std::to_string(length) + " points needs a plan of " + std::to_string(padded_length_));
+  require(impl.shape.length == padded_length_ && span_first_ < length_, KVC_ERROR_INTERNAL,
+          "the chirp filter of " + std::to_string(length) + " points, span " + std::to_string(span) + ", needs a plan of " +
+              std::to_string(padded_length_));
   const auto start = std::chrono::steady_clock::now();
-  const uint64_t M = length_, P = padded_length_;
-  const size_t chirp_bytes = M * 8, filter_bytes = direct() ? 0 : P * 8;
-  // Staged: the chirp, then the filter's time domain (conj c at 0 .. M - 1 and its mirror at
-  // P - M + 1 .. P - 1, as the convolution's negative lags wrap), divided by P.
+  const int64_t M = length_, P = padded_length_, S = span_, first = span_first_;
+  const size_t span_offset = span_chirp_offset(), chirp_bytes = span_offset + size_t(S) * 8, filter_bytes = direct() ? 0 : size_t(P) * 8;
+  // Staged: the chirps c[n] (n < M) and c[k0 + j] (j < S), then the filter's time domain h[m] =
+  // conj(c[k0 + m]) at point m mod P for -M < m < S (c is even, so c[-n] = c[n]), divided by P.
   Buffer staging(device, chirp_bytes + filter_bytes, MemoryKind::HostVisible);
   float* const host = static_cast<float*>(staging.mapped());
   std::memset(host, 0, chirp_bytes + filter_bytes);
-  for (uint64_t n = 0; n < M; ++n) {
-    if (direct()) host[2 * n] = 1.0f;
-    else chirp_point(n, M, -1.0, 1.0, host + 2 * n);
+  for (int64_t n = 0; n < M + S; ++n) {
+    float* const point = n < M ? host + 2 * n : host + span_offset / 4 + 2 * (n - M);
+    if (direct()) point[0] = 1.0f;
+    else chirp_point(uint64_t(n < M ? n : first + n - M), uint64_t(M), -1.0, 1.0, point);
   }
-  float* const wrapped = host + 2 * M;
-  for (uint64_t m = 0; m < M && !direct(); ++m) {
-    chirp_point(m, M, 1.0, double(P), wrapped + 2 * m);
-    if (m > 0) std::memcpy(wrapped + 2 * (P - m), wrapped + 2 * m, 8);
-  }
+  float* const wrapped = host + chirp_bytes / 4;
+  for (int64_t m = 1 - M; m < S && !direct(); ++m)
+    chirp_point(uint64_t(std::llabs(first + m)), uint64_t(M), 1.0, double(P), wrapped + 2 * ((m + P) % P));
   chirp_ = std::make_unique<Buffer>(device, chirp_bytes, MemoryKind::DeviceLocal);
   if (!direct()) filter_ = std::make_unique<Buffer>(device, filter_bytes, MemoryKind::DeviceLocal);
 
@@ -259,13 +271,21 @@ ChirpFilter::ChirpFilter(Device& device, uint32_t length, FftPlan& plan)
                VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT);
   once.submit_and_wait(impl.queue, impl.fence);
   if (profiling_enabled())
-    std::fprintf(stderr, "kvc profile: chirp filter of %u points (P = %u) in %.1f ms (host)\n", length_, padded_length_,
+    std::fprintf(stderr, "kvc profile: chirp filter of %u points, bins %u .. + %u (P = %u) in %.1f ms (host)\n", length_, span_first_,
+                 span_, padded_length_,
                  std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
 }
 
 ChirpFilter::~ChirpFilter() = default;
 
 BufferSlice ChirpFilter::chirp() const { return {chirp_.get(), 0, uint64_t(length_) * 8}; }
+
+BufferSlice ChirpFilter::span_chirp() const { return {chirp_.get(), span_chirp_offset(), uint64_t(span_) * 8}; }
+
+size_t ChirpFilter::span_chirp_offset() const {
+  constexpr size_t kBindingAlignment = 256;  // the largest minStorageBufferOffsetAlignment Vulkan allows
+  return (size_t(length_) * 8 + kBindingAlignment - 1) / kBindingAlignment * kBindingAlignment;
+}
 
 BufferSlice ChirpFilter::filter() const {
   require(!direct(), KVC_ERROR_INTERNAL, "a direct chirp-z transform has no filter");
@@ -282,11 +302,13 @@ std::shared_ptr<FftPlan> FftPlans::keep(const FftShape& shape) {
   return it->second.plan;
 }
 
-std::shared_ptr<ChirpFilter> FftPlans::keep_chirp(uint32_t length, uint32_t batch) {
-  const uint32_t padded = chirp_padded_length(length);
+std::shared_ptr<ChirpFilter> FftPlans::keep_chirp(uint32_t length, uint32_t span_first, uint32_t span, uint32_t batch) {
+  const uint32_t padded = chirp_padded_length(length, span);
   std::shared_ptr<FftPlan> plan = keep({padded, batch});
-  auto it = filters_.find(length);
-  if (it == filters_.end()) it = filters_.emplace(length, std::make_shared<ChirpFilter>(device_, length, *plan)).first;
+  if (padded == length) span_first = 0, span = length;  // direct: one filter for every span
+  const auto key = std::make_tuple(length, span_first, span);
+  auto it = filters_.find(key);
+  if (it == filters_.end()) it = filters_.emplace(key, std::make_shared<ChirpFilter>(device_, length, span_first, span, *plan)).first;
   return it->second;
 }
 
@@ -301,7 +323,7 @@ size_t FftPlans::bytes_held() const {
 
 void FftPlans::trim(size_t retained_bytes) {
   for (auto it = filters_.begin(); it != filters_.end();) it = it->second.use_count() == 1 ? filters_.erase(it) : std::next(it);
-  // The unkept power-of-two plans, newest use first, while the budget lasts; every other unkept plan goes.
+  // The unkept chirp-z plans, newest use first, while the budget lasts; every other unkept plan goes.
   std::vector<std::map<FftShape, Held>::iterator> unkept;
   for (auto it = plans_.begin(); it != plans_.end(); ++it)
     if (it->second.plan.use_count() == 1) unkept.push_back(it);
@@ -309,7 +331,7 @@ void FftPlans::trim(size_t retained_bytes) {
   size_t retained = 0;
   for (const auto& it : unkept) {
     const size_t bytes = it->second.plan->bytes();
-    if (is_power_of_two(it->first.length) && retained + bytes <= retained_bytes) retained += bytes;
+    if (is_chirp_plan_length(it->first.length) && retained + bytes <= retained_bytes) retained += bytes;
     else plans_.erase(it);
   }
 }

@@ -50,60 +50,77 @@ class FftPlan {
   std::unique_ptr<Impl> impl_;
 };
 
-// The plan length P of a DFT of `length` points as a chirp-z transform (ChirpFilter): `length`
-// itself when it is a power of two above 1, else the least power of two >= 2 length - 1 (and
-// >= 2: VkFFT plans no transform of one point), where the chirp's cyclic convolution does not
-// wrap. Powers of two only: the lengths of every prompt share a few plans, where smooth sizes
-// would make a plan per handful of lengths (each planning takes as long, 0.2-0.3 s).
-uint32_t chirp_padded_length(uint32_t length);
+// The plan length P of a DFT of `length` points as a chirp-z transform (ChirpFilter) whose
+// outputs are needed at `span` consecutive bins (cyclically; `length` for all of them): `length`
+// itself when it is a power of two above 1, else the least P of the form 2^a or 3 * 2^a with
+// P >= length + span - 1 (and >= 2: VkFFT plans no transform of one point), where the chirp's
+// cyclic convolution does not wrap onto the bins read. Those two forms only: the lengths of
+// every prompt share a few plans (two an octave), where smooth sizes would make a plan per
+// handful of lengths (each planning takes as long, 0.2-0.3 s).
+uint32_t chirp_padded_length(uint32_t length, uint32_t span);
 
-// A DFT of any length M through a plan of P = chirp_padded_length(M) points, Bluestein's
-// chirp-z transform: with c[n] = e^{-pi i n^2 / M},
+// A DFT of any length M through a plan of P = chirp_padded_length(M, S) points, Bluestein's
+// chirp-z transform: with c[n] = e^{-pi i n^2 / M} (for any integer n; c[-n] = c[n]),
 //   X[k] = sum_n x[n] e^{-2 pi i k n / M} = c[k] sum_n (x[n] c[n]) conj(c[k - n])
-// (k n = (k^2 + n^2 - (k - n)^2) / 2), a cyclic convolution of P points. The caller's shaders
-// premultiply by chirp() and zero-pad to P; the plan's forward transform, a product with
-// filter() and its inverse transform convolve; the caller's shaders postmultiply by chirp().
-// When M is a power of two above 1 the plan's forward transform alone is the DFT (direct();
-// chirp() is all ones). c is computed from n^2 mod 2M (its period) in integers and in double, so its
-// phase keeps full precision at any M: an f32 angle of n^2 would lose it past M ~ 2^12.
+// (k n = (k^2 + n^2 - (k - n)^2) / 2), a cyclic convolution of P points. Only the S bins
+// k = k0 + j (j < S, the span; taken mod M, X being M-periodic) are formed: the convolution's
+// output j, with the filter h[m] = conj(c[k0 + m]) for -M < m < S, so P >= M + S - 1 points
+// hold it without wrap. The caller's shaders premultiply x by chirp() and zero-pad to P; the
+// plan's forward transform, a product with filter() and its inverse transform convolve; the
+// caller's shaders read output j at point j and postmultiply it by span_chirp()[j] = c[k0 + j].
+// Reversed, the same filter serves the other direction, the M outputs n of a transform whose
+// inputs are nonzero at the span alone (an inverse DFT of a pruned spectrum): inputs at points
+// j times span_chirp(), the filter's spectrum read at -f (it is then conj(c[m - k0]) for -S < m
+// < M), outputs at points n < M times chirp(). When M is a power of two above 1 the plan's
+// forward transform alone is the DFT (direct(): the span is all M bins from 0 and both chirps
+// are all ones).
+// c is computed from n^2 mod 2M (its period) in integers and in double, so its phase keeps full
+// precision at any M: an f32 angle of n^2 would lose it past M ~ 2^12.
 class ChirpFilter {
  public:
   // Computes chirp() and filter() now, through `plan` (P points, any batch) in a submission of
   // its own that overwrites plan.data(): call it where no submitted work still uses the plan
   // (as in an operation or a step, whose recording runs after it; ../backend/backend.h).
-  ChirpFilter(Device& device, uint32_t length, FftPlan& plan);
+  ChirpFilter(Device& device, uint32_t length, uint32_t span_first, uint32_t span, FftPlan& plan);
   ~ChirpFilter();
   ChirpFilter(const ChirpFilter&) = delete;
   ChirpFilter& operator=(const ChirpFilter&) = delete;
 
   uint32_t length() const { return length_; }
   uint32_t padded_length() const { return padded_length_; }
+  uint32_t span_first() const { return span_first_; }  // k0
+  uint32_t span() const { return span_; }              // S
   bool direct() const { return length_ == padded_length_; }
   // c[n], n < M: f32 (re, im); all ones when direct().
   BufferSlice chirp() const;
-  // The P-point forward transform of conj(c) wrapped around P (points 0 .. M - 1 and P - M + 1
-  // .. P - 1), divided by P so that the inverse transform needs no scaling: f32 (re, im) [P].
-  // Not computed when direct().
+  // c[k0 + j], j < S: f32 (re, im); all ones when direct().
+  BufferSlice span_chirp() const;
+  // The P-point forward transform of h (h[m] at point m mod P), divided by P so that the
+  // inverse transform needs no scaling: f32 (re, im) [P]. Not computed when direct().
   BufferSlice filter() const;
   // Device bytes of chirp() and filter().
   size_t bytes() const;
 
  private:
+  size_t span_chirp_offset() const;  // in chirp_, aligned for a binding
+
   uint32_t length_;
+  uint32_t span_first_;
+  uint32_t span_;
   uint32_t padded_length_;
-  std::unique_ptr<Buffer> chirp_, filter_;
+  std::unique_ptr<Buffer> chirp_, filter_;  // chirp_: chirp() then span_chirp()
 };
 
-// Plans by shape, and chirp filters by length. A plan lives while someone keeps it (keep()),
-// or until a trim() finds nobody keeping it: a cache keeps the plans its decode step needs, so
-// no plan is made on the decode path, and a context that sees many lengths does not hold a plan
-// (and its buffer) for each forever. Plans of power-of-two lengths outlive trim() within a
-// budget (kRetainedPlanBytes in fft.cpp): chirp-z transforms of every length go through them,
-// so a prompt of a new length whose padded length was seen before plans nothing.
+// Plans by shape, and chirp filters by length and span. A plan lives while someone keeps it
+// (keep()), or until a trim() finds nobody keeping it: a cache keeps the plans its decode step
+// needs, so no plan is made on the decode path, and a context that sees many lengths does not
+// hold a plan (and its buffer) for each forever. Plans of the chirp-z lengths (2^a, 3 * 2^a)
+// outlive trim() within a budget (kRetainedPlanBytes in fft.cpp): chirp-z transforms of every
+// length go through them, so a prompt of a new length whose padded length was seen before
+// plans nothing.
 //
 // The budget: what the plans nobody keeps may hold across trim() (their data buffers; VkFFT's
-// own work buffers come on top): the power-of-two plans chirp-z transforms of every length
-// share. Each costs 0.2-0.3 s of host time to plan on the H100 (KVC_PROFILE), more than FAEDKV's
+// own work buffers come on top): the plans chirp-z transforms of every length share. Each costs 0.2-0.3 s of host time to plan on the H100 (KVC_PROFILE), more than FAEDKV's
 // whole prompt transform takes on the GPU; 256 MiB holds FAEDKV's prefill plan at L = 128K
 // (P = 2^18, 64 sequences: 128 MiB) beside its decode plan (16 sequences: 32 MiB).
 constexpr size_t kRetainedPlanBytes = size_t(256) << 20;
@@ -113,10 +130,11 @@ class FftPlans {
   explicit FftPlans(Device& device) : device_(device) {}
   FftPlan& get(const FftShape& shape) { return *keep(shape); }
   std::shared_ptr<FftPlan> keep(const FftShape& shape);
-  // The chirp filter of `length`-point DFTs, made (once per length, while kept) through the
-  // plan {chirp_padded_length(length), batch}, which the caller then uses: get() it.
-  std::shared_ptr<ChirpFilter> keep_chirp(uint32_t length, uint32_t batch);
-  // Drops the plans and filters nobody keeps, but the power-of-two plans that fit
+  // The chirp filter of `length`-point DFTs whose bins are needed at span_first .. + span - 1
+  // (mod length; span = length: all), made (once per length and span, while kept) through the
+  // plan {chirp_padded_length(length, span), batch}, which the caller then uses: get() it.
+  std::shared_ptr<ChirpFilter> keep_chirp(uint32_t length, uint32_t span_first, uint32_t span, uint32_t batch);
+  // Drops the plans and filters nobody keeps, but the chirp-z plans (2^a, 3 * 2^a) that fit
   // `retained_bytes` (the newest used first); call only when no recorded work can still use them.
   void trim(size_t retained_bytes = kRetainedPlanBytes);
   // Device bytes of the plans' data buffers and the filters held now.
@@ -133,7 +151,7 @@ class FftPlans {
   };
   Device& device_;
   std::map<FftShape, Held> plans_;
-  std::map<uint32_t, std::shared_ptr<ChirpFilter>> filters_;
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, std::shared_ptr<ChirpFilter>> filters_;  // by (M, k0, S)
   uint64_t uses_ = 0;
   uint64_t plans_made_ = 0;
 };

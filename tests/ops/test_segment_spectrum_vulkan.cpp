@@ -1,6 +1,7 @@
 // segment_spectrum on Vulkan (packed real sequences through VkFFT, of length T or as chirp-z
-// transforms over power-of-two plans) against the CPU's formula in double, over awkward
-// lengths: odd, prime, a prime factor VkFFT handles by Bluestein, and around powers of two.
+// transforms over plans of 2^a or 3 * 2^a points, at every bin or over a span of them) against
+// the CPU's formula in double, over awkward lengths: odd, prime, a prime factor VkFFT handles by
+// Bluestein, and around powers of two.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -15,15 +16,19 @@ namespace kvc {
 
 namespace {
 
-// The Vulkan route's spectrum and the CPU's formula in double, over random rows and bins (with
-// 0 and T - 1, the mirror of 1, always among them).
-std::vector<std::vector<float>> both_spectra(Backend& gpu, const ops::SegmentSpectrumShape& shape) {
-  std::vector<float> rows = test::random_floats(size_t(shape.num_heads) * shape.slot_stride * shape.head_dim);
-  const std::vector<unsigned char> row_bytes = test::encode(rows, shape.dtype);
+// Random bins of the shape's transform, 0 and T - 1 (the mirror of 1) always among them.
+std::vector<uint32_t> random_bins(const ops::SegmentSpectrumShape& shape) {
   std::vector<uint32_t> bins(shape.num_bins);
   for (uint32_t b = 0; b < shape.num_bins; ++b) bins[b] = uint32_t(test::rng()() % shape.transform_length);
   bins[0] = 0;
   bins[shape.num_bins - 1] = shape.transform_length - 1;
+  return bins;
+}
+
+// The Vulkan route's spectrum and the CPU's formula in double, over random rows, at `bins`.
+std::vector<std::vector<float>> both_spectra(Backend& gpu, const ops::SegmentSpectrumShape& shape, const std::vector<uint32_t>& bins) {
+  std::vector<float> rows = test::random_floats(size_t(shape.num_heads) * shape.slot_stride * shape.head_dim);
+  const std::vector<unsigned char> row_bytes = test::encode(rows, shape.dtype);
   const size_t out_bytes = size_t(shape.num_heads) * shape.num_bins * shape.head_dim * 8;
   std::vector<std::vector<float>> results;
   for (Backend* backend : {&test::cpu_backend(), &gpu}) {
@@ -36,6 +41,10 @@ std::vector<std::vector<float>> both_spectra(Backend& gpu, const ops::SegmentSpe
     results.push_back(test::decode(test::read_tensor(*backend, *out, out_bytes), Dtype::F32));
   }
   return results;
+}
+
+std::vector<std::vector<float>> both_spectra(Backend& gpu, const ops::SegmentSpectrumShape& shape) {
+  return both_spectra(gpu, shape, random_bins(shape));
 }
 
 }  // namespace
@@ -66,16 +75,42 @@ TEST_CASE("segment_spectrum's chirp-z route equals the CPU reference at FAEDKV's
   Backend* gpu = test::vulkan_backend();
   REQUIRE(gpu != nullptr);
   // The smallest segments (1 through a plan of 2 points; 2 by the plan's transform alone), primes whose
-  // padded length is nearly four times theirs (97 -> 256, 4099 -> 16384), an odd composite, a
-  // power of two and its neighbours (4095 -> 8192, just under twice).
+  // padded length is 2.6 or 3 times theirs (97 -> 256, 4099 -> 12288), an odd composite, a power
+  // of two and its neighbours (4095 -> 8192, just over twice).
   for (const uint32_t length : {1u, 2u, 3u, 97u, 1009u, 1155u, 4095u, 4096u, 4097u, 4099u}) {
     const uint32_t bins = std::min(length, 24u);
     ops::SegmentSpectrumShape shape{2, 16, length + 7, 3, length, length, 0, bins, Dtype::F32, 1.0f / float(length)};
     shape.chirp_z = true;
     const std::vector<std::vector<float>> results = both_spectra(*gpu, shape);
-    INFO("M ", length, " padded to ", vk::chirp_padded_length(length));
+    INFO("M ", length, " padded to ", vk::chirp_padded_length(length, length));
     // As above: the chirp-z transform is three f32 FFTs of P <= 4 M points, log P roundoffs each.
     CHECK(test::relative_max_error(results[1], results[0]) < 2e-5);
+  }
+  CHECK(test::validation_messages() == 0);
+}
+
+TEST_CASE("segment_spectrum's chirp-z route over a span of bins equals the CPU reference") {
+  Backend* gpu = test::vulkan_backend();
+  REQUIRE(gpu != nullptr);
+  // Bins forming a run from `first` (at most M / 2 + 1 of them, as FAEDKV stores them), the span
+  // their mirrors widen: the lowest (the span wraps around 0, FAEDKV's default chunks), one
+  // around M / 4 (two runs; the span holds the middle between them), the bins nearest M / 2
+  // (the span excludes 0), and a single bin (a span of one or two).
+  for (const uint32_t length : {37u, 97u, 1009u, 1155u, 4097u, 4099u}) {
+    for (const uint32_t first : {0u, length / 4, length / 2 - 3, 5u}) {
+      const uint32_t count = first == 5 ? 1 : std::min(length / 2 - first + 1, 3 + length / 11);
+      ops::SegmentSpectrumShape shape{2, 16, length + 7, 3, length, length, 0, count, Dtype::F32, 1.0f / float(length)};
+      shape.chirp_z = true;
+      std::vector<uint32_t> bins(count);
+      for (uint32_t b = 0; b < count; ++b) bins[b] = first + b;
+      shape.span = ops::mirrored_bin_span(bins, length);
+      INFO("M ", length, " bins ", first, " .. ", first + count - 1, " span ", shape.span.first, " + ", shape.span.count,
+           " padded to ", vk::chirp_padded_length(length, shape.span.count));
+      const std::vector<std::vector<float>> results = both_spectra(*gpu, shape, bins);
+      CHECK(test::relative_max_error(results[1], results[0]) < 2e-5);
+    }
+    // The low bins' span takes a shorter plan than all bins would, where M is not a power of two.
+    CHECK(vk::chirp_padded_length(length, ops::mirrored_bin_span({0, 1, 2}, length).count) < vk::chirp_padded_length(length, length));
   }
   CHECK(test::validation_messages() == 0);
 }
@@ -97,7 +132,7 @@ TEST_CASE("chirp-z transforms of two lengths with one padded length share their 
   const std::vector<std::vector<float>> results = transform(1000);  // padded to 2048 too
   CHECK(plans.plans_made() == made);
   CHECK(test::relative_max_error(results[1], results[0]) < 2e-5);
-  transform(1025);  // padded to 4096: a plan of its own
+  transform(1025);  // padded to 3072: a plan of its own
   CHECK(plans.plans_made() == made + 1);
 }
 

@@ -66,10 +66,11 @@ TEST_CASE("FAEDKV: a prompt of a new length whose padded length was seen plans n
   desc.policy_params = &params;
   test::CachePtr cache = test::make_cache(gpu.get(), desc);
   const vk::FftPlans& plans = gpu->backend->fft_plans();
-  // Prompts of 161 and 181 tokens: segments of 148 and 168, both padded to 512 points; each is
-  // transformed, then decodes one token (its spectral attention, its fold).
+  // Prompts of 161 and 173 tokens: segments of 148 and 160, whose chunk 0 (bins 0 .. 13 and 0 ..
+  // 15) and its mirrors span 27 and 31 bins, both padded to 192 points (3 * 64 >= 148 + 26 and
+  // 160 + 30); each is transformed, then decodes one token (its spectral attention, its fold).
   uint64_t plans_after_first = 0;
-  for (const uint32_t prompt : {161u, 181u}) {
+  for (const uint32_t prompt : {161u, 173u}) {
     REQUIRE(kvc_cache_reset(cache.get()) == KVC_OK);
     const test::StepInputs inputs = test::random_step_inputs(desc, prompt), token = test::random_step_inputs(desc, 1);
     std::vector<unsigned char> out(token.q.size());
