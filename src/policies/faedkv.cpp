@@ -41,28 +41,30 @@ std::vector<bool> faedkv_default_chunks(uint32_t chunks, float retain_ratio) {
 
 std::vector<uint32_t> faedkv_stored_bins(const std::vector<bool>& kept_chunks, uint32_t segment_length) {
   const uint64_t chunks = kept_chunks.size();
-  std::set<uint32_t> bins;
+  std::vector<uint32_t> bins;
   for (uint64_t c = 0; c < chunks; ++c) {
     if (!kept_chunks[c]) continue;
     for (uint64_t k = c * segment_length / chunks; k < (c + 1) * segment_length / chunks; ++k)
-      bins.insert(uint32_t(std::min<uint64_t>(k, segment_length - k)));
+      bins.push_back(uint32_t(std::min<uint64_t>(k, segment_length - k)));
   }
-  return {bins.begin(), bins.end()};
+  std::sort(bins.begin(), bins.end());
+  bins.erase(std::unique(bins.begin(), bins.end()), bins.end());
+  return bins;
 }
 
 namespace {
 
 // Eq. 10 over `layer`'s middle segment, as a running mean (eq. 9 with N = M tokens folded in),
-// at `bins`. Its DFT is a chirp-z transform on Vulkan: M changes with every prompt, and a plan
-// of length M would cost a VkFFT planning (0.2-0.3 s on the host) per prompt length; it forms
-// the run of bins that holds the stored ones and their mirrors.
+// at `num_bins` bins. Its DFT is a chirp-z transform on Vulkan: M changes with every prompt,
+// and a plan of length M would cost a VkFFT planning (0.2-0.3 s on the host) per prompt length;
+// it forms the `span` of bins that holds the stored ones and their mirrors.
 ops::SegmentSpectrumShape prompt_transform(const CacheConfig& config, const LayerState& layer, uint32_t sinks, uint32_t recent_window,
-                                           const std::vector<uint32_t>& bins) {
+                                           uint32_t num_bins, ops::BinSpan span) {
   const uint32_t segment = layer.slots_held - sinks - recent_window;
   ops::SegmentSpectrumShape transform{config.num_kv_heads, config.head_dim, layer.slot_stride, sinks, segment, segment, 0,
-                                      uint32_t(bins.size()), config.dtype, 1.0f / float(segment)};
+                                      num_bins, config.dtype, 1.0f / float(segment)};
   transform.chirp_z = true;
-  transform.span = ops::mirrored_bin_span(bins, segment);
+  transform.span = span;
   return transform;
 }
 
@@ -214,17 +216,27 @@ void FaedKvPolicy::end_prefill(Cache& cache) {
     });
   }
   Backend& backend = cache.backend();
+  // Every layer's new state is allocated and its work recorded before any of it is kept: a
+  // failure part way leaves the cache as it was. First its bins, and the span they and their
+  // mirrors fill.
+  std::vector<LayerSpectrum> spectra(config_.num_layers);
+  for (uint32_t layer = 0; layer < config_.num_layers; ++layer) {
+    LayerSpectrum& spectrum = spectra[layer];
+    spectrum.segment_length = cache.layer(layer).slots_held - sinks_ - recent_window_;
+    spectrum.bins = std::make_shared<const std::vector<uint32_t>>(faedkv_stored_bins(kept_chunks_[layer], spectrum.segment_length));
+    spectrum.span = ops::mirrored_bin_span(*spectrum.bins, spectrum.segment_length);
+  }
   // The transforms are planned before anything changes (a length VkFFT refuses fails the call
   // cleanly): the prompt's, and the queries' (each layer keeps that one: none is made on the
   // decode path). The handles hold the plans until the call ends, whatever the plan cache trims.
   std::vector<std::shared_ptr<void>> planned;
   if (!backend.is_cpu()) {
     for (uint32_t layer = 0; layer < config_.num_layers; ++layer) {
-      const uint32_t segment = cache.layer(layer).slots_held - sinks_ - recent_window_;
-      const std::vector<uint32_t> bins = faedkv_stored_bins(kept_chunks_[layer], segment);
-      const ops::SegmentSpectrumShape transform = prompt_transform(config_, cache.layer(layer), sinks_, recent_window_, bins);
-      planned.push_back(ops::segment_spectrum_keep(backend, transform));
-      planned.push_back(ops::spectral_attention_keep(backend, segment, transform.span, config_.num_q_heads));  // the queries', in the op's own shape
+      const LayerSpectrum& spectrum = spectra[layer];
+      planned.push_back(ops::segment_spectrum_keep(
+          backend, prompt_transform(config_, cache.layer(layer), sinks_, recent_window_, uint32_t(spectrum.bins->size()), spectrum.span)));
+      planned.push_back(ops::spectral_attention_keep(backend, spectrum.segment_length, spectrum.span,
+                                                     config_.num_q_heads));  // the queries', in the op's own shape
     }
   }
   if (sinks_ > 0 && !sink_indices_) {
@@ -233,9 +245,6 @@ void FaedKvPolicy::end_prefill(Cache& cache) {
     sink_indices_ = std::make_unique<Tensor>(backend, indices.size() * 4);
     backend.upload(indices.data(), indices.size() * 4, *sink_indices_, 0);
   }
-  // Every layer's new state is allocated and its work recorded before any of it is kept: a
-  // failure part way leaves the cache as it was.
-  std::vector<LayerSpectrum> spectra(config_.num_layers);
   std::vector<LayerStorage> kept(config_.num_layers);
   for (uint32_t layer = 0; layer < config_.num_layers; ++layer) transform_prompt(cache, layer, spectra[layer], kept[layer]);
   const uint32_t kept_slots = sinks_ + recent_window_;
@@ -251,11 +260,9 @@ void FaedKvPolicy::end_prefill(Cache& cache) {
 void FaedKvPolicy::transform_prompt(Cache& cache, uint32_t layer_index, LayerSpectrum& spectrum, LayerStorage& kept) const {
   Backend& backend = cache.backend();
   const LayerState& layer = cache.layer(layer_index);
-  const uint32_t prompt = layer.slots_held, segment = prompt - sinks_ - recent_window_;
-  spectrum.segment_length = segment;
+  const uint32_t prompt = layer.slots_held, segment = spectrum.segment_length;
   spectrum.folded = segment;
   spectrum.ring_start = 0;
-  spectrum.bins = std::make_shared<const std::vector<uint32_t>>(faedkv_stored_bins(kept_chunks_[layer_index], segment));
   const uint32_t num_bins = uint32_t(spectrum.bins->size());
   // The Vulkan route's table; kept on the CPU too, so both backends report the same bytes.
   const std::vector<uint32_t> map = ops::spectral_bin_map(*spectrum.bins, segment);
@@ -268,8 +275,7 @@ void FaedKvPolicy::transform_prompt(Cache& cache, uint32_t layer_index, LayerSpe
   spectrum.value_states = parts[3];
   backend.upload(spectrum.bins->data(), size_t(num_bins) * 4, *spectrum.bin_table, 0);
   backend.upload(map.data(), map.size() * 4, *spectrum.bin_map, 0);
-  const ops::SegmentSpectrumShape transform = prompt_transform(config_, layer, sinks_, recent_window_, *spectrum.bins);
-  spectrum.span = transform.span;
+  const ops::SegmentSpectrumShape transform = prompt_transform(config_, layer, sinks_, recent_window_, num_bins, spectrum.span);
   spectrum.attention_plan = ops::spectral_attention_keep(backend, segment, spectrum.span, config_.num_q_heads);
 
   ops::segment_spectrum(backend, transform, {view(*layer.k), view(*spectrum.bin_table), view(*spectrum.key_states)});

@@ -56,8 +56,8 @@ class FaedKvPolicy : public Policy {
     std::shared_ptr<void> attention_plan;  // ops::spectral_attention_keep
   };
 
-  // Allocates `layer`'s spectrum and the storage of its sinks and recent window, and records
-  // their filling; changes nothing.
+  // Allocates `layer`'s spectrum (its segment length, bins and span already set) and the storage
+  // of its sinks and recent window, and records their filling; changes nothing.
   void transform_prompt(Cache& cache, uint32_t layer, LayerSpectrum& spectrum, LayerStorage& kept) const;
 
   uint32_t capacity_;
