@@ -307,7 +307,10 @@ std::shared_ptr<FftPlan> FftPlans::keep(const FftShape& shape) {
 std::shared_ptr<ChirpFilter> FftPlans::keep_chirp(uint32_t length, uint32_t span_first, uint32_t span, uint32_t batch) {
   const uint32_t padded = chirp_padded_length(length, span);
   std::shared_ptr<FftPlan> plan = keep({padded, batch});
-  if (padded == length) span_first = 0, span = length;  // direct: one filter for every span
+  if (padded == length) {  // direct: one filter for every span
+    span_first = 0;
+    span = length;
+  }
   const auto key = std::make_tuple(length, span_first, span);
   auto it = filters_.find(key);
   if (it == filters_.end()) it = filters_.emplace(key, std::make_shared<ChirpFilter>(device_, length, span_first, span, *plan)).first;
