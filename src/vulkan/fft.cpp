@@ -224,8 +224,8 @@ ChirpFilter::ChirpFilter(Device& device, uint32_t length, uint32_t span_first, u
   }
   FftPlan::Impl& impl = *plan.impl_;
   require(impl.shape.length == padded_length_ && span_first_ < length_, KVC_ERROR_INTERNAL,
-          "the chirp filter of " + std::to_string(length) + " points, span " + std::to_string(span) + ", needs a plan of " +
-              std::to_string(padded_length_));
+          "the chirp filter of " + std::to_string(length) + " points, bins " + std::to_string(span_first) + " .. + " +
+              std::to_string(span) + ", needs a plan of " + std::to_string(padded_length_) + " and a first bin below the length");
   const auto start = std::chrono::steady_clock::now();
   const int64_t M = length_, P = padded_length_, S = span_, first = span_first_;
   const size_t span_offset = span_chirp_offset(), chirp_bytes = span_offset + size_t(S) * 8, filter_bytes = direct() ? 0 : size_t(P) * 8;
@@ -307,11 +307,8 @@ std::shared_ptr<FftPlan> FftPlans::keep(const FftShape& shape) {
 std::shared_ptr<ChirpFilter> FftPlans::keep_chirp(uint32_t length, uint32_t span_first, uint32_t span, uint32_t batch) {
   const uint32_t padded = chirp_padded_length(length, span);
   std::shared_ptr<FftPlan> plan = keep({padded, batch});
-  if (padded == length) {  // direct: one filter for every span
-    span_first = 0;
-    span = length;
-  }
-  const auto key = std::make_tuple(length, span_first, span);
+  // Direct (P = M): one filter, of every bin, whatever the span.
+  const auto key = padded == length ? std::make_tuple(length, 0u, length) : std::make_tuple(length, span_first, span);
   auto it = filters_.find(key);
   if (it == filters_.end()) it = filters_.emplace(key, std::make_shared<ChirpFilter>(device_, length, span_first, span, *plan)).first;
   return it->second;

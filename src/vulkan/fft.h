@@ -71,9 +71,9 @@ uint32_t chirp_padded_length(uint32_t length, uint32_t span);
 // Reversed, the same filter serves the other direction, the M outputs n of a transform whose
 // inputs are nonzero at the span alone (an inverse DFT of a pruned spectrum): inputs at points
 // j times span_chirp(), the filter's spectrum read at -f (it is then conj(c[m - k0]) for -S < m
-// < M), outputs at points n < M times chirp(). When M is a power of two above 1 the plan's
-// forward transform alone is the DFT (direct(): the span is all M bins from 0 and both chirps
-// are all ones).
+// < M), outputs at points n < M times chirp(). Where P = M (M a power of two above 1, or 3 * 2^a
+// with a span of one bin) the plan's forward transform alone is the DFT (direct(): the span is
+// all M bins from 0 and both chirps are all ones).
 // c is computed from n^2 mod 2M (its period) in integers and in double, so its phase keeps full
 // precision at any M: an f32 angle of n^2 would lose it past M ~ 2^12.
 class ChirpFilter {
@@ -122,7 +122,8 @@ class ChirpFilter {
 // The budget: what the plans nobody keeps may hold across trim() (their data buffers; VkFFT's
 // own work buffers come on top): the plans chirp-z transforms of every length share. Each costs 0.2-0.3 s of host time to plan on the H100 (KVC_PROFILE), more than FAEDKV's
 // whole prompt transform takes on the GPU; 256 MiB holds FAEDKV's prefill plan at L = 128K
-// (P = 2^18, 64 sequences: 128 MiB) beside its decode plan (16 sequences: 32 MiB).
+// (at most P = 2^18, 64 sequences: 128 MiB; 3 * 2^16 for its default chunks) beside its decode
+// plan (16 sequences: at most 32 MiB). Plans of those lengths stay whoever made them.
 constexpr size_t kRetainedPlanBytes = size_t(256) << 20;
 
 class FftPlans {
@@ -140,6 +141,7 @@ class FftPlans {
   // Device bytes of the plans' data buffers and the filters held now.
   size_t bytes_held() const;
   size_t plans_held() const { return plans_.size(); }
+  bool holds_plan(const FftShape& shape) const { return plans_.count(shape) != 0; }
   size_t chirp_filters_held() const { return filters_.size(); }
   // Plans made since the cache was created: what a test of plan reuse counts.
   uint64_t plans_made() const { return plans_made_; }

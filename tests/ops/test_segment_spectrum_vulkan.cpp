@@ -58,7 +58,7 @@ TEST_CASE("segment_spectrum on Vulkan equals the CPU reference") {
                                               {1, 64, 200, 0, 120, 512, 7, 64, Dtype::F32},   // zero-padded window
                                               {8, 128, 1100, 10, 1021, 1021, 0, 130, Dtype::F16, 1.0f / 1021},  // FAEDKV's mean
                                               {1, 256, 90, 2, 77, 100, 11, 9, Dtype::F32}};  // the widest head
-  // Each through a plan of length T, and as a chirp-z transform over a power-of-two plan.
+  // Each through a plan of length T, and as a chirp-z transform over a plan of 2^a or 3 * 2^a points.
   for (const bool chirp_z : {false, true})
     for (ops::SegmentSpectrumShape shape : shapes) {
       shape.chirp_z = chirp_z;
@@ -92,25 +92,37 @@ TEST_CASE("segment_spectrum's chirp-z route equals the CPU reference at FAEDKV's
 TEST_CASE("segment_spectrum's chirp-z route over a span of bins equals the CPU reference") {
   Backend* gpu = test::vulkan_backend();
   REQUIRE(gpu != nullptr);
-  // Bins forming a run from `first` (at most M / 2 + 1 of them, as FAEDKV stores them), the span
-  // their mirrors widen: the lowest (the span wraps around 0, FAEDKV's default chunks), one
-  // around M / 4 (two runs; the span holds the middle between them), the bins nearest M / 2
-  // (the span excludes 0), and a single bin (a span of one or two).
-  for (const uint32_t length : {37u, 97u, 1009u, 1155u, 4097u, 4099u}) {
-    for (const uint32_t first : {0u, length / 4, length / 2 - 3, 5u}) {
-      const uint32_t count = first == 5 ? 1 : std::min(length / 2 - first + 1, 3 + length / 11);
-      ops::SegmentSpectrumShape shape{2, 16, length + 7, 3, length, length, 0, count, Dtype::F32, 1.0f / float(length)};
+  vk::FftPlans& plans = gpu->fft_plans();
+  // Runs of bins (at most M / 2 + 1 of them, as FAEDKV stores them), the span their mirrors
+  // widen: the lowest (the span wraps around 0, FAEDKV's default chunks), one around M / 4 (two
+  // runs; the span holds the middle between them), the bins nearest M / 2 (the span excludes
+  // 0), bin 5 alone (a span of 11) and bin 0 alone (a span of one: at M = 48 = 3 * 16 the plan's
+  // transform alone, and at the power of two 64 every span is).
+  struct Run {
+    uint32_t first, count;
+  };
+  for (const uint32_t length : {37u, 48u, 64u, 97u, 1009u, 1155u, 4097u, 4099u}) {
+    for (const Run run : {Run{0, std::min(length / 2 + 1, 3 + length / 11)}, Run{length / 4, std::min(length / 4 + 1, 3 + length / 11)},
+                          Run{length / 2 - 3, 4}, Run{5, 1}, Run{0, 1}}) {
+      ops::SegmentSpectrumShape shape{2, 16, length + 7, 3, length, length, 0, run.count, Dtype::F32, 1.0f / float(length)};
       shape.chirp_z = true;
-      std::vector<uint32_t> bins(count);
-      for (uint32_t b = 0; b < count; ++b) bins[b] = first + b;
+      std::vector<uint32_t> bins(run.count);
+      for (uint32_t b = 0; b < run.count; ++b) bins[b] = run.first + b;
       shape.span = ops::mirrored_bin_span(bins, length);
-      INFO("M ", length, " bins ", first, " .. ", first + count - 1, " span ", shape.span.first, " + ", shape.span.count,
-           " padded to ", vk::chirp_padded_length(length, shape.span.count));
+      const uint32_t padded = vk::chirp_padded_length(length, shape.span.count), all_bins = vk::chirp_padded_length(length, length);
+      INFO("M ", length, " bins ", run.first, " .. ", run.first + run.count - 1, " span ", shape.span.first, " + ", shape.span.count,
+           " padded to ", padded);
+      gpu->begin();
+      gpu->submit();
+      plans.trim(0);  // no plan is left: the op's own shows which padded length it took
       const std::vector<std::vector<float>> results = both_spectra(*gpu, shape, bins);
       CHECK(test::relative_max_error(results[1], results[0]) < 2e-5);
+      CHECK(plans.holds_plan({padded, shape.head_dim / 2}));
+      if (padded != all_bins) CHECK_FALSE(plans.holds_plan({all_bins, shape.head_dim / 2}));
     }
     // The low bins' span takes a shorter plan than all bins would, where M is not a power of two.
-    CHECK(vk::chirp_padded_length(length, ops::mirrored_bin_span({0, 1, 2}, length).count) < vk::chirp_padded_length(length, length));
+    if (length != 64)
+      CHECK(vk::chirp_padded_length(length, ops::mirrored_bin_span({0, 1, 2}, length).count) < vk::chirp_padded_length(length, length));
   }
   CHECK(test::validation_messages() == 0);
 }
@@ -126,7 +138,7 @@ TEST_CASE("chirp-z transforms of two lengths with one padded length share their 
   };
   transform(1009);  // padded to 2048
   gpu->begin();
-  gpu->submit();  // a safe point: what nobody keeps goes, but power-of-two plans stay
+  gpu->submit();  // a safe point: what nobody keeps goes, but plans of chirp-z lengths stay
   const uint64_t made = plans.plans_made();
   CHECK(plans.chirp_filters_held() == 0);
   const std::vector<std::vector<float>> results = transform(1000);  // padded to 2048 too

@@ -67,8 +67,9 @@ TEST_CASE("spectral_attention on Vulkan equals the CPU reference") {
   // The fourth segment spans three of the softmax's 4096-logit chunks, the last one partial;
   // three query heads leave the last of the transforms' pairs of heads half empty. The rest are
   // lengths whose chirp-z transforms (ops/chirp_z_vulkan.h) are edge cases: 1 and 2 (a plan of
-  // 2 points, with and without the chirp), 3, primes padded to nearly 4 M (97, 4099), 1009, a
-  // power of two (the plan's transform alone) and its neighbours (4095: P just above 2 M; 4097).
+  // 2 points, with and without the chirp), 3, primes padded to 2.6 M and 3 M (97 -> 256, 4099 ->
+  // 12288), 1009, a power of two (the plan's transform alone) and its neighbours (4095: P just
+  // above 2 M; 4097).
   for (const Case& c : {Case{4, 2, 8, 1, 7, 37, 5, Dtype::F32}, Case{8, 2, 64, 3, 60, 1021, 130, Dtype::F16},
                         Case{2, 1, 128, 1, 11, 500, 251, Dtype::F32}, Case{6, 2, 16, 2, 9, 9001, 40, Dtype::F32},
                         Case{3, 1, 24, 2, 5, 301, 19, Dtype::F16}, Case{4, 2, 8, 1, 3, 1, 1, Dtype::F32},
@@ -93,8 +94,10 @@ TEST_CASE("spectral_attention on Vulkan over the span of its bins equals the CPU
   // Runs of stored bins, so that the transforms form or take only the span the bins and their
   // mirrors fill: the lowest (around 0, FAEDKV's default chunks), one around M / 4 (a span
   // through the middle), the highest (up to M / 2: a span excluding 0), at odd, prime and
-  // power-of-two-neighbouring lengths and a softmax of several chunks (9001).
+  // power-of-two-neighbouring lengths and a softmax of several chunks (9001); where P = M (the
+  // power of two 64, and 48 = 3 * 16 with bin 0 or 24 alone) the plan's transform alone.
   for (const Case& c : {Case{4, 2, 8, 1, 7, 37, 5, Dtype::F32}, Case{8, 2, 64, 2, 60, 1021, 93, Dtype::F16},
+                        Case{4, 2, 8, 1, 3, 48, 1, Dtype::F32}, Case{4, 2, 16, 1, 5, 64, 6, Dtype::F32},
                         Case{4, 1, 16, 1, 5, 97, 9, Dtype::F32}, Case{6, 2, 16, 2, 9, 9001, 400, Dtype::F32},
                         Case{4, 2, 16, 1, 7, 4097, 64, Dtype::F32}, Case{3, 1, 24, 1, 5, 4099, 300, Dtype::F16}}) {
     for (const uint32_t first : {0u, c.segment_length / 4, c.segment_length / 2 + 1 - c.num_bins}) {

@@ -84,6 +84,11 @@ TEST_CASE("FAEDKV: a prompt of a new length whose padded length was seen plans n
     if (prompt == 161) plans_after_first = plans.plans_made();
   }
   CHECK(plans.plans_made() == plans_after_first);
+  // The span's plans, the prompt's (a sequence per pair of head dims) and the queries' (a pair
+  // of query heads a sequence), not those of all bins (384 points).
+  CHECK(plans.holds_plan({192, desc.head_dim / 2}));
+  CHECK(plans.holds_plan({192, desc.num_q_heads / 2}));
+  CHECK_FALSE(plans.holds_plan({384, desc.head_dim / 2}));
 }
 
 }  // namespace kvc
