@@ -26,7 +26,8 @@ TEST_CASE("FAEDKV cache: Vulkan and CPU agree over the prompt and decode steps")
     desc.policy = KVC_POLICY_FAEDKV;
     desc.policy_params = &params;
     test::CachePtr gpu_cache = test::make_cache(gpu.get(), desc), cpu_cache = test::make_cache(cpu.get(), desc);
-    // A prompt of 161 tokens (segment M = 148: chirp-z transforms over plans of 512 points), then decode.
+    // A prompt of 161 tokens (segment M = 148: chirp-z transforms over the span of each layer's
+    // bins, 256 points for layer 0's chunks 7 to 9, 384 for layer 1's 0, 2 and 4), then decode.
     const uint32_t steps[] = {100, 61, 0, 1, 1, 4, 1, 9, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1};
     for (uint32_t n : steps) {
       if (n == 0) {
