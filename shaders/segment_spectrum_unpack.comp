@@ -4,6 +4,7 @@
 // chirp-z transform, ops/chirp_z_vulkan.h): Z[k] is the work's point j = k - span_first (mod T)
 // times the span's chirp at j, c[span_first + j].
 #extension GL_GOOGLE_include_directive : require
+#include "bin_span.glsl"
 #include "complex.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -25,7 +26,7 @@ layout(push_constant) uniform Push {
 } push;
 
 vec2 transformed(uint sequence, uint k) {
-  const uint j = k >= push.span_first ? k - push.span_first : k + push.transform_length - push.span_first;
+  const uint j = span_point(k, push.span_first, push.transform_length);
   const vec2 value = work[sequence + j];
   return CHIRP ? complex_mul(value, span_chirp[j]) : value;
 }

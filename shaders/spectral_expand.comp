@@ -10,6 +10,7 @@
 // j < span of the sequence holds conj(Z[k]) times the span's chirp c[span_first + j], k =
 // span_first + j mod M, points span .. P - 1 zero.
 #extension GL_GOOGLE_include_directive : require
+#include "bin_span.glsl"
 #include "complex.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -46,8 +47,7 @@ void main() {
       spectra[item] = vec2(0.0);
       continue;
     }
-    const uint from_first = push.segment_length - push.span_first;  // j at which k wraps to 0
-    const uint k = j < from_first ? push.span_first + j : j - from_first;
+    const uint k = span_bin(j, push.span_first, push.segment_length);
     const uint entry = bin_map[k];
     const vec2 a = row_spectrum(2u * sequence, k, entry), b = row_spectrum(2u * sequence + 1u, k, entry);
     spectra[item] = complex_mul(conjugate(a + times_i(b)), span_chirp[j]);

@@ -11,6 +11,7 @@
 // span's chirp at j.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
+#include "bin_span.glsl"
 #include "complex.glsl"
 #include "elements.glsl"
 
@@ -34,9 +35,6 @@ layout(push_constant) uniform Push {
   uint padded_length;
   uint span_first;
 } push;
-
-// The span's point holding bin k.
-uint span_point(uint k) { return k >= push.span_first ? k - push.span_first : k + push.segment_length - push.span_first; }
 
 // points: the bin's and its mirror's in the span; chirps: the span's chirps there.
 vec2 row_spectrum(uint row, uvec2 points, vec4 chirps) {
@@ -66,7 +64,8 @@ void main() {
       [[unroll]] for (uint g = 0u; g < KVC_MAX_GROUP_BLOCK; ++g) sums[g] = vec2(0.0);
       for (uint b = block * BINS_PER_BLOCK; b < end; ++b) {
         const uint bin = bins[b];
-        const uvec2 points = uvec2(span_point(bin), span_point(bin == 0u ? 0u : push.segment_length - bin));
+        const uvec2 points = uvec2(span_point(bin, push.span_first, push.segment_length),
+                                   span_point(bin == 0u ? 0u : push.segment_length - bin, push.span_first, push.segment_length));
         const vec4 chirps = vec4(span_chirp[points.x], span_chirp[points.y]);
         const float weight = bin == 0u || 2u * bin == push.segment_length ? 1.0 : 2.0;
         const uint state = (kv_head * push.num_bins + b) * HEAD_DIM + 2u * pair;

@@ -22,7 +22,7 @@ namespace kvc::ops {
 
 struct ChirpTransform {
   std::shared_ptr<vk::FftPlan> plan;        // P points, the caller's sequences: the work buffer
-  std::shared_ptr<vk::ChirpFilter> filter;  // M's chirp and filter
+  std::shared_ptr<vk::ChirpFilter> filter;  // M's and the span's chirps, the span's filter
 };
 
 // The plan and the filter for `batch` DFTs of `length` points at the bins of `span` (count 0:
