@@ -2,15 +2,18 @@
 // Spectral attention, the softmax, split like flash-decoding so that a long segment spreads
 // over many workgroups: workgroup (chunk, pair) takes CHUNK of the segment's logits of query
 // rows 2 pair and 2 pair + 1 (chunk 0 also their held slots'). STATISTICS: writes each row's
-// chunk maximum and sum of exp(logit - max). Otherwise: merges each row's chunk statistics,
-// writes the chunk's probabilities back over the spectra, and chunk 0 writes the held slots'
-// share of the output. The two rows share a sequence, a chirp-z transform (ops/chirp_z_vulkan.h)
+// chunk maximum and sum of exp(logit - max), both in one sweep (a running maximum), and chunk
+// 0 first forms the held slots' logits (the held slots are few: sinks and the recent window;
+// excluded_slot and tokens newer than the query get none). Otherwise: merges each row's chunk
+// statistics (the workgroup together), writes the chunk's probabilities back over the spectra,
+// and chunk 0 writes the held slots' share of the output. The two rows share a sequence, a chirp-z transform (ops/chirp_z_vulkan.h)
 // in both directions: their logits are conj(c[n] y[n]) (spectral_expand: the inverse
 // transform as the conjugate of a forward one), component 0 row 2 pair's and component 1 the
 // other's, and their probabilities p go back as (p_0 + i p_1) c[n], points M .. P - 1 zero, for
 // the forward transform: that complex product is why a workgroup takes both rows. An odd last
-// row pairs with zero probabilities. The held slots' logits come from spectral_held_logits.
+// row pairs with zero probabilities.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #include "complex.glsl"
 #include "elements.glsl"
 
@@ -20,12 +23,15 @@ layout(constant_id = 2) const bool KV_F16 = false;
 layout(constant_id = 3) const bool STATISTICS = false;
 layout(constant_id = 4) const uint CHUNK = 4096;  // segment logits per workgroup
 
-layout(binding = 0) readonly buffer HeldLogits { float held_logits[]; };  // [rows][num_slots]
+layout(binding = 0) buffer HeldLogits { float held_logits[]; };        // [rows][num_slots]
 layout(binding = 1) readonly buffer Values { uint v_words[]; };
 layout(binding = 2) buffer Spectra { vec2 spectra[]; };                  // [(rows + 1) / 2][padded_length]
 layout(binding = 3) writeonly buffer HeldOutput { float held_out[]; };  // [rows][HEAD_DIM]
 layout(binding = 4) buffer Statistics { vec2 statistics[]; };           // [rows][chunks]: (max, sum)
 layout(binding = 5) readonly buffer Chirp { vec2 chirp[]; };            // [segment_length]
+layout(binding = 6) readonly buffer Queries { uint q_words[]; };        // [num_queries][num_q_heads][HEAD_DIM]
+layout(binding = 7) readonly buffer Keys { uint k_words[]; };
+layout(binding = 8) readonly buffer Positions { int positions[]; };
 
 layout(push_constant) uniform Push {
   uint segment_length;
@@ -36,6 +42,9 @@ layout(push_constant) uniform Push {
   uint group;
   uint rows;
   float scale;
+  uint first_query;
+  int query_position;  // first_query's
+  uint excluded_slot;
 } push;
 
 shared vec2 reduction[gl_WorkGroupSize.x];
@@ -65,18 +74,42 @@ void main() {
   const uint held_base = row * push.num_slots;
 
   if (STATISTICS) {
-    vec2 local_max = vec2(KVC_NEG_INF);
-    for (uint n = first + gl_LocalInvocationID.x; n < last; n += gl_WorkGroupSize.x)
-      local_max = max(local_max, conjugate(complex_mul(chirp[n], spectra[base + n])) * push.scale);
-    for (uint slot = gl_LocalInvocationID.x; slot < held_slots; slot += gl_WorkGroupSize.x)
-      local_max = max(local_max, vec2(held_logits[held_base + slot], second ? held_logits[held_base + push.num_slots + slot] : 0.0));
+    // Each thread's running (maximum, sum of exp(logit - maximum)) per row; a masked held
+    // slot adds nothing.
+    vec2 local_max = vec2(KVC_NEG_INF), local_sum = vec2(0.0);
+    for (uint item = gl_LocalInvocationID.x; item < 2u * held_slots; item += gl_WorkGroupSize.x) {
+      const uint r = row + item / held_slots, slot = item % held_slots;
+      if (r >= push.rows) continue;
+      const uint cell = (r % push.num_q_heads / push.group) * push.slot_stride + slot;
+      float logit = KVC_NEG_INF;
+      if (slot != push.excluded_slot && positions[cell] <= push.query_position) {
+        const uint q_row = push.first_query * push.num_q_heads + r % push.num_q_heads;
+        // Four sums in turn, so that four rows of loads are in flight at once.
+        vec4 sums = vec4(0.0);
+        for (uint d = 0u; d < HEAD_DIM; d += 16u)
+          [[unroll]] for (uint j = 0u; j < 4u; ++j)
+            if (d + 4u * j < HEAD_DIM)
+              sums[j] += dot(KVC_LOAD_VEC4(q_words, KV_F16, q_row * HEAD_DIM + d + 4u * j), KVC_LOAD_VEC4(k_words, KV_F16, cell * HEAD_DIM + d + 4u * j));
+        logit = (sums.x + sums.y + sums.z + sums.w) * push.scale;
+      }
+      held_logits[r * push.num_slots + slot] = logit;
+      if (logit == KVC_NEG_INF) continue;
+      const uint c = item / held_slots;
+      if (logit > local_max[c]) {
+        local_sum[c] = local_sum[c] * exp(local_max[c] - logit) + 1.0;
+        local_max[c] = logit;
+      } else {
+        local_sum[c] += exp(logit - local_max[c]);
+      }
+    }
+    for (uint n = first + gl_LocalInvocationID.x; n < last; n += gl_WorkGroupSize.x) {
+      const vec2 logits = conjugate(complex_mul(chirp[n], spectra[base + n])) * push.scale;
+      const vec2 next_max = max(local_max, logits);
+      local_sum = local_sum * exp(local_max - next_max) + exp(logits - next_max);
+      local_max = next_max;
+    }
     const vec2 chunk_max = workgroup_reduce(local_max, true);
-    vec2 local_sum = vec2(0.0);
-    for (uint n = first + gl_LocalInvocationID.x; n < last; n += gl_WorkGroupSize.x)
-      local_sum += exp(conjugate(complex_mul(chirp[n], spectra[base + n])) * push.scale - chunk_max);
-    for (uint slot = gl_LocalInvocationID.x; slot < held_slots; slot += gl_WorkGroupSize.x)
-      local_sum += exp(vec2(held_logits[held_base + slot], second ? held_logits[held_base + push.num_slots + slot] : 0.0) - chunk_max);
-    const vec2 chunk_sum = workgroup_reduce(local_sum, false);
+    const vec2 chunk_sum = workgroup_reduce(local_sum * exp(local_max - chunk_max), false);
     if (gl_LocalInvocationID.x == 0u) {
       statistics[row * chunks + chunk] = vec2(chunk_max.x, chunk_sum.x);
       if (second) statistics[(row + 1u) * chunks + chunk] = vec2(chunk_max.y, chunk_sum.y);
@@ -84,26 +117,33 @@ void main() {
     return;
   }
 
-  // Every thread merges the rows' few chunk statistics itself: no barrier needed. The missing
+  // The workgroup merges the rows' chunk statistics, each thread a stride of them. The missing
   // partner of an odd last row gets probabilities 0.
-  vec2 row_max = vec2(KVC_NEG_INF, second ? KVC_NEG_INF : 0.0);
-  for (uint c = 0u; c < chunks; ++c)
-    row_max = max(row_max, vec2(statistics[row * chunks + c].x, second ? statistics[(row + 1u) * chunks + c].x : 0.0));
-  vec2 total = vec2(0.0);
-  for (uint c = 0u; c < chunks; ++c) {
-    const vec2 stats_0 = statistics[row * chunks + c], stats_1 = second ? statistics[(row + 1u) * chunks + c] : vec2(0.0);
-    total += vec2(stats_0.y, stats_1.y) * exp(vec2(stats_0.x, stats_1.x) - row_max);
+  vec2 merged_max = vec2(KVC_NEG_INF), merged_sum = vec2(0.0);
+  for (uint c = gl_LocalInvocationID.x; c < chunks; c += gl_WorkGroupSize.x) {
+    const vec2 stats_0 = statistics[row * chunks + c], stats_1 = second ? statistics[(row + 1u) * chunks + c] : vec2(0.0, 1.0);
+    const vec2 chunk_max = vec2(stats_0.x, stats_1.x), next_max = max(merged_max, chunk_max);
+    merged_sum = merged_sum * exp(merged_max - next_max) + vec2(stats_0.y, stats_1.y) * exp(chunk_max - next_max);
+    merged_max = next_max;
   }
+  const vec2 row_max = workgroup_reduce(merged_max, true);
+  const vec2 total = workgroup_reduce(merged_sum * exp(merged_max - row_max), false);
   const vec2 inverse_total = vec2(1.0 / total.x, second ? 1.0 / total.y : 0.0);
-  for (uint d = gl_LocalInvocationID.x; d < HEAD_DIM && chunk == 0u; d += gl_WorkGroupSize.x)
-    for (uint r = row; r < row + (second ? 2u : 1u); ++r) {
-      const uint kv_head = (r % push.num_q_heads) / push.group, r_base = r * push.num_slots;
-      const float r_max = r == row ? row_max.x : row_max.y;
-      float held = 0.0;
-      for (uint slot = 0; slot < held_slots; ++slot)
-        held += exp(held_logits[r_base + slot] - r_max) * KVC_LOAD_ELEMENT(v_words, KV_F16, (kv_head * push.slot_stride + slot) * HEAD_DIM + d);
-      held_out[r * HEAD_DIM + d] = held * (r == row ? inverse_total.x : inverse_total.y);
-    }
+  // Chunk 0's thread (row, dim) forms the held slots' share of the output.
+  for (uint item = gl_LocalInvocationID.x; item < 2u * HEAD_DIM && chunk == 0u; item += gl_WorkGroupSize.x) {
+    const uint r = row + item / HEAD_DIM, d = item % HEAD_DIM;
+    if (r >= push.rows) continue;
+    const uint kv_head = (r % push.num_q_heads) / push.group, r_base = r * push.num_slots;
+    const float r_max = r == row ? row_max.x : row_max.y;
+    // Four slots at a time, their loads in flight together.
+    vec4 held = vec4(0.0);
+    for (uint slot = 0; slot < held_slots; slot += 4u)
+      [[unroll]] for (uint j = 0u; j < 4u; ++j)
+        if (slot + j < held_slots)
+          held[j] += exp(held_logits[r_base + slot + j] - r_max) *
+                     KVC_LOAD_ELEMENT(v_words, KV_F16, (kv_head * push.slot_stride + slot + j) * HEAD_DIM + d);
+    held_out[r * HEAD_DIM + d] = (held.x + held.y + held.z + held.w) * (r == row ? inverse_total.x : inverse_total.y);
+  }
   for (uint n = first + gl_LocalInvocationID.x; n < last; n += gl_WorkGroupSize.x) {
     const vec2 logits = conjugate(complex_mul(chirp[n], spectra[base + n])) * push.scale;
     vec2 probabilities = exp(logits - row_max) * inverse_total;

@@ -8,8 +8,11 @@
 // its probabilities; both are linear, so the result equals plain attention over the rebuilt
 // segment. Every segment token is older than the queries; a held slot is visible to query i
 // when its position is at most the query's (the window is a ring, so slot order says
-// nothing). No RoPE: FAEDKV transforms keys as the model stores them. Softmax scale
-// 1/sqrt(head_dim), f32 accumulation.
+// nothing), except excluded_slot, which attention skips. With fold_excluded, that slot holds a
+// token that left the window but is not in the bins yet: attention first folds it into both
+// tables as their N = folded-th token (ops/spectral_fold.h's eq. 9; spectrum_k and spectrum_v
+// are updated in place), reading them once for both. No RoPE: FAEDKV transforms keys as the
+// model stores them. Softmax scale 1/sqrt(head_dim), f32 accumulation.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +24,8 @@
 #include "ops/bin_span.h"
 
 namespace kvc::ops {
+
+constexpr uint32_t kNoSlot = 0xFFFFFFFFu;
 
 struct SpectralAttentionShape {
   uint32_t num_q_heads = 0;
@@ -34,6 +39,9 @@ struct SpectralAttentionShape {
   uint32_t segment_length = 0;    // M >= 1
   Dtype dtype = Dtype::F32;       // of q, k, v and out
   BinSpan span;                   // Vulkan: mirrored_bin_span(bins, M), or count 0 (any bins)
+  uint32_t excluded_slot = kNoSlot;  // a held slot attention skips
+  bool fold_excluded = false;        // fold excluded_slot's token into the bins first
+  uint64_t folded = 0;               // N before that fold (>= M), when fold_excluded
 };
 
 struct SpectralAttentionArgs {
@@ -42,7 +50,7 @@ struct SpectralAttentionArgs {
   View positions;                // int32 [num_kv_heads][slot_stride]
   View bins;                     // uint32 [num_bins], each <= M / 2
   View bin_map;                  // spectral_bin_map(bins, M) (Vulkan only)
-  View spectrum_k, spectrum_v;   // f32 (re, im) [num_kv_heads][num_bins][head_dim][2]
+  View spectrum_k, spectrum_v;   // f32 (re, im) [num_kv_heads][num_bins][head_dim][2], folded into with fold_excluded
   View out;                      // [num_queries][num_q_heads][head_dim]
 };
 

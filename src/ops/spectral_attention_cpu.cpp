@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "ops/spectral_attention.h"
+#include "ops/spectral_fold.h"
 
 namespace kvc::ops {
 
@@ -38,6 +39,9 @@ std::vector<float> spectral_reconstruct_cpu(uint32_t num_heads, uint32_t head_di
 
 void spectral_attention_cpu(const SpectralAttentionShape& shape, const SpectralAttentionArgs& args) {
   const uint32_t dim = shape.head_dim, group = shape.num_q_heads / shape.num_kv_heads, M = shape.segment_length;
+  if (shape.fold_excluded)
+    spectral_fold_cpu({shape.num_kv_heads, dim, shape.slot_stride, shape.num_bins, M, shape.folded, 1, shape.excluded_slot, 1, 0, shape.dtype},
+                      {args.k, args.v, args.bins, args.spectrum_k, args.spectrum_v});
   const std::vector<uint32_t> bins(args.bins.host<uint32_t>(), args.bins.host<uint32_t>() + shape.num_bins);
   const std::vector<float> keys = spectral_reconstruct_cpu(shape.num_kv_heads, dim, M, bins, args.spectrum_k.host<float>());
   const std::vector<float> values = spectral_reconstruct_cpu(shape.num_kv_heads, dim, M, bins, args.spectrum_v.host<float>());
@@ -56,7 +60,7 @@ void spectral_attention_cpu(const SpectralAttentionShape& shape, const SpectralA
       double max_logit = -INFINITY;
       for (uint32_t slot = 0; slot < shape.num_slots; ++slot) {
         const size_t cell = size_t(kv_head) * shape.slot_stride + slot;
-        const bool visible = positions[cell] <= shape.first_query_position + int32_t(i);
+        const bool visible = slot != shape.excluded_slot && positions[cell] <= shape.first_query_position + int32_t(i);
         logits[slot] = visible ? dot(args.k.host<void>(), shape.dtype, cell * dim) : -INFINITY;
         max_logit = std::max(max_logit, logits[slot]);
       }

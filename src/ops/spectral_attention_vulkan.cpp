@@ -1,8 +1,10 @@
-// Per query: seven passes and two transforms: bin products, their expansion to full spectra, an
-// inverse DFT (the segment's logits), the held slots' logits, the softmax over both (chunk
-// statistics, then probabilities: a row's M logits spread over many workgroups), a forward
-// DFT of the probabilities, and the value sum over the stored bins (in blocks, then their
-// total). Two query heads share each complex transform (their logits and probabilities are
+// Per query: six passes and two transforms: bin products, their expansion to full spectra, an
+// inverse DFT (the segment's logits), the softmax over them and the held slots (chunk
+// statistics with the held slots' logits, then probabilities: a row's M logits spread over
+// many workgroups), a forward DFT of the probabilities, and the value sum over the stored bins
+// (in blocks, then their total). A pending token (shape.fold_excluded) enters the key states in
+// the first query's bin products and the value states in its value sum, which read them
+// anyway: folding it in a pass of its own read and wrote both tables once more. Two query heads share each complex transform (their logits and probabilities are
 // real). Both length-M DFTs are chirp-z transforms over one plan (ops/chirp_z_vulkan.h; the
 // inverse as the conjugate of a forward one, from the span of the stored bins and their mirrors
 // to every point; the forward one from every point to the span), their chirps taken in the
@@ -23,28 +25,30 @@ namespace {
 
 constexpr uint32_t kWorkgroupSize = 256;
 constexpr uint32_t kSoftmaxWorkgroupSize = 256;  // a power of two
-constexpr uint32_t kSoftmaxChunk = 4096;         // segment logits per softmax workgroup
-constexpr uint32_t kBinsPerBlock = 16;           // bins one value-sum item adds up (for a whole query group)
+constexpr uint32_t kSoftmaxChunk = 2048;         // segment logits per softmax workgroup
+constexpr uint32_t kProductLanes = 16;           // threads a bin in the bin products
+constexpr uint32_t kValueBlockBins = 32;         // bins a value-sum workgroup adds up (for a whole query group)
 constexpr uint32_t kMaxGroups = 65535;           // the least maxComputeWorkGroupCount[0]; the shaders loop past it
 constexpr size_t kBindingAlignment = 256;        // the largest minStorageBufferOffsetAlignment Vulkan allows
 
 struct ProductsPush {
-  uint32_t num_bins, first_query, num_kv_heads, group;
+  uint32_t num_bins, first_query, num_kv_heads, group, slot_stride, pending_slot, segment_length, folded_point;
+  float folded;
 };
 struct ExpandPush {
   uint32_t num_bins, segment_length, rows, padded_length, span_first, span;
 };
-struct HeldLogitsPush {
-  uint32_t first_query, num_slots, slot_stride, num_q_heads, group;
-  int32_t query_position;
-  float scale;
-};
 struct SoftmaxPush {
   uint32_t segment_length, padded_length, num_slots, slot_stride, num_q_heads, group, rows;
   float scale;
+  uint32_t first_query;
+  int32_t query_position;
+  uint32_t excluded_slot;
 };
 struct ValueSumPush {
-  uint32_t num_bins, segment_length, rows, num_q_heads, group, num_blocks, padded_length, span_first;
+  uint32_t num_bins, segment_length, num_q_heads, group, num_blocks, padded_length, span_first, slot_stride, pending_slot,
+      folded_point;
+  float folded;
 };
 struct OutputPush {
   uint32_t rows, num_blocks, first_query;
@@ -67,7 +71,8 @@ std::shared_ptr<void> spectral_attention_keep_vulkan(Backend& backend, uint32_t 
 
 void spectral_attention_vulkan(Backend& backend, const SpectralAttentionShape& shape, const SpectralAttentionArgs& args) {
   const uint32_t rows = shape.num_q_heads, group = shape.num_q_heads / shape.num_kv_heads;  // one query's
-  const uint32_t dim = shape.head_dim, M = shape.segment_length, blocks = (shape.num_bins + kBinsPerBlock - 1) / kBinsPerBlock;
+  const uint32_t dim = shape.head_dim, M = shape.segment_length;
+  const uint32_t blocks = (shape.num_bins + kValueBlockBins - 1) / kValueBlockBins;
   const bool f16 = shape.dtype == Dtype::F16;
   const float scale = float(1.0 / std::sqrt(double(dim)));
   const ChirpTransform transform = transform_for(backend, M, shape.span, rows);
@@ -91,30 +96,32 @@ void spectral_attention_vulkan(Backend& backend, const SpectralAttentionShape& s
   const vk::BufferSlice products = carve(products_bytes), held_logits = carve(held_logits_bytes), held = carve(held_bytes),
                         statistics = carve(statistics_bytes), partials = carve(partials_bytes);
   vk::Recorder& recorder = backend.recorder();
+  const uint32_t folded_point = uint32_t(shape.folded % M), block_groups = std::min(blocks, kMaxGroups);
 
   for (uint32_t query = 0; query < shape.num_queries; ++query) {
-    const ProductsPush products_push{shape.num_bins, query, shape.num_kv_heads, group};
-    recorder.dispatch({"spectral_bin_products", 3, sizeof(ProductsPush), {kWorkgroupSize, dim, f16}},
-                      {slice(args.q), slice(args.spectrum_k), products}, &products_push,
-                      groups_for(uint64_t(shape.num_bins) * shape.num_kv_heads * backend.device().subgroup_size()));
+    const bool fold = shape.fold_excluded && query == 0;
+    const ProductsPush products_push{shape.num_bins, query,           shape.num_kv_heads, group,
+                                     shape.slot_stride, shape.excluded_slot, M, folded_point, float(shape.folded)};
+    const uint32_t product_blocks = (shape.num_bins + kWorkgroupSize / kProductLanes - 1) / (kWorkgroupSize / kProductLanes);
+    recorder.dispatch({"spectral_bin_products", 5, sizeof(ProductsPush), {kWorkgroupSize, dim, f16, kProductLanes, fold}},
+                      {slice(args.q), slice(args.spectrum_k), products, slice(args.k), slice(args.bins)}, &products_push,
+                      std::min(product_blocks, kMaxGroups), shape.num_kv_heads);
     const ExpandPush expand_push{shape.num_bins, M, rows, padded, span_first, span};
     recorder.dispatch({"spectral_expand", 4, sizeof(ExpandPush), {kWorkgroupSize}}, {products, slice(args.bin_map), spectra, span_chirp},
                       &expand_push, groups_for(uint64_t(pairs) * padded));
     record_chirp_dft(recorder, transform, true);
-    const HeldLogitsPush logits_push{query, shape.num_slots, shape.slot_stride, shape.num_q_heads, group,
-                                     shape.first_query_position + int32_t(query), scale};
-    recorder.dispatch({"spectral_held_logits", 4, sizeof(HeldLogitsPush), {kWorkgroupSize, dim, f16}},
-                      {slice(args.q), slice(args.k), slice(args.positions), held_logits}, &logits_push,
-                      groups_for(uint64_t(rows) * shape.num_slots));
-    const SoftmaxPush softmax_push{M, padded, shape.num_slots, shape.slot_stride, shape.num_q_heads, group, rows, scale};
+    const SoftmaxPush softmax_push{M,     padded, shape.num_slots, shape.slot_stride, shape.num_q_heads, group, rows,
+                                   scale, query,  shape.first_query_position + int32_t(query), shape.excluded_slot};
     for (const bool statistics_pass : {true, false})
-      recorder.dispatch({"spectral_softmax", 6, sizeof(SoftmaxPush), {kSoftmaxWorkgroupSize, dim, f16, statistics_pass, kSoftmaxChunk}},
-                        {held_logits, slice(args.v), spectra, held, statistics, chirp}, &softmax_push, chunks, pairs);
+      recorder.dispatch({"spectral_softmax", 9, sizeof(SoftmaxPush), {kSoftmaxWorkgroupSize, dim, f16, statistics_pass, kSoftmaxChunk}},
+                        {held_logits, slice(args.v), spectra, held, statistics, chirp, slice(args.q), slice(args.k), slice(args.positions)},
+                        &softmax_push, chunks, pairs);
     record_chirp_dft(recorder, transform, false);
-    const ValueSumPush value_push{shape.num_bins, M, rows, shape.num_q_heads, group, blocks, padded, span_first};
-    recorder.dispatch({"spectral_value_sum", 5, sizeof(ValueSumPush), {kWorkgroupSize, dim, kBinsPerBlock}},
-                      {slice(args.spectrum_v), slice(args.bins), spectra, partials, span_chirp}, &value_push,
-                      groups_for(uint64_t(shape.num_kv_heads) * blocks * dim / 2));
+    const ValueSumPush value_push{shape.num_bins, M, shape.num_q_heads, group, blocks, padded, span_first, shape.slot_stride,
+                                  shape.excluded_slot, folded_point, float(shape.folded)};
+    recorder.dispatch({"spectral_value_sum", 6, sizeof(ValueSumPush), {kWorkgroupSize, dim, kValueBlockBins, f16, fold}},
+                      {slice(args.spectrum_v), slice(args.bins), spectra, partials, span_chirp, slice(args.v)}, &value_push,
+                      block_groups, shape.num_kv_heads);
     const OutputPush output_push{rows, blocks, query};
     recorder.dispatch({"spectral_output", 3, sizeof(OutputPush), {kWorkgroupSize, dim, f16}}, {partials, held, slice(args.out)},
                       &output_push, rows);

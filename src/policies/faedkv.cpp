@@ -247,7 +247,7 @@ void FaedKvPolicy::end_prefill(Cache& cache) {
   }
   std::vector<LayerStorage> kept(config_.num_layers);
   for (uint32_t layer = 0; layer < config_.num_layers; ++layer) transform_prompt(cache, layer, spectra[layer], kept[layer]);
-  const uint32_t kept_slots = sinks_ + recent_window_;
+  const uint32_t kept_slots = sinks_ + ring_slots();
   for (uint32_t layer = 0; layer < config_.num_layers; ++layer) {
     cache.replace_storage(layer, std::move(kept[layer]), kept_slots);
     cache.layer(layer).slots_held = kept_slots;
@@ -281,8 +281,9 @@ void FaedKvPolicy::transform_prompt(Cache& cache, uint32_t layer_index, LayerSpe
   ops::segment_spectrum(backend, transform, {view(*layer.k), view(*spectrum.bin_table), view(*spectrum.key_states)});
   ops::segment_spectrum(backend, transform, {view(*layer.v), view(*spectrum.bin_table), view(*spectrum.value_states)});
 
-  // The sinks and the recent window move into storage of their own size; the prompt's goes.
-  const uint32_t kept_slots = sinks_ + recent_window_;
+  // The sinks and the recent window move into storage of their own size (and the spare slot);
+  // the prompt's goes.
+  const uint32_t kept_slots = sinks_ + ring_slots();
   kept = make_layer_storage(backend, config_, kept_slots);
   const ops::CompactShape move{config_.num_kv_heads, config_.head_dim, layer.slot_stride, sinks_, sinks_,
                                prompt - recent_window_, recent_window_, config_.dtype, kept_slots};
@@ -291,28 +292,36 @@ void FaedKvPolicy::transform_prompt(Cache& cache, uint32_t layer_index, LayerSpe
                {indices, view(*layer.k), view(*layer.v), view(*layer.positions), view(*kept.k), view(*kept.v), view(*kept.positions)});
 }
 
-AppendPlacement FaedKvPolicy::place_append(Cache& cache, uint32_t layer_index, uint32_t n_tokens) {
-  if (spectra_.empty()) return Policy::place_append(cache, layer_index, n_tokens);
+void FaedKvPolicy::record_fold(Cache& cache, uint32_t layer_index, uint32_t first, uint32_t count) const {
   const LayerState& layer = cache.layer(layer_index);
   const LayerSpectrum& spectrum = spectra_[layer_index];
-  // The window's n oldest tokens leave it (eq. 12) before the new ones take their slots.
   const ops::SpectralFoldShape fold{config_.num_kv_heads, config_.head_dim, layer.slot_stride, uint32_t(spectrum.bins->size()),
-                                    spectrum.segment_length, spectrum.folded, n_tokens, sinks_, recent_window_, spectrum.ring_start,
-                                    config_.dtype};
+                                    spectrum.segment_length, spectrum.folded, count, sinks_, ring_slots(), first, config_.dtype};
   ops::spectral_fold(cache.backend(), fold,
                      {view(*layer.k), view(*layer.v), view(*spectrum.bin_table), view(*spectrum.key_states), view(*spectrum.value_states)});
+}
+
+AppendPlacement FaedKvPolicy::place_append(Cache& cache, uint32_t layer_index, uint32_t n_tokens) {
+  if (spectra_.empty()) return Policy::place_append(cache, layer_index, n_tokens);
+  const LayerSpectrum& spectrum = spectra_[layer_index];
+  // The new tokens take the spare slot, then the window's oldest: a pending token and the
+  // n - 1 oldest are folded first (consecutive in the ring from the spare, or from the oldest).
+  // The n-th oldest leaves the window too, but keeps its slot: it becomes the pending spare.
+  const uint32_t spare = spare_slot(spectrum), folds = n_tokens == 0 ? 0 : (spectrum.pending ? 1 : 0) + n_tokens - 1;
+  if (folds > 0) record_fold(cache, layer_index, spectrum.pending ? spare : spectrum.ring_start, folds);
   AppendPlacement placement;
-  placement.first_slot = sinks_ + spectrum.ring_start;
-  placement.wrap_after = recent_window_ - spectrum.ring_start;
+  placement.first_slot = sinks_ + spare;
+  placement.wrap_after = ring_slots() - spare;
   placement.wrap_slot = sinks_;
   return placement;
 }
 
 void FaedKvPolicy::appended(Cache&, uint32_t layer_index, uint32_t n_tokens) {
-  if (spectra_.empty()) return;
+  if (spectra_.empty() || n_tokens == 0) return;
   LayerSpectrum& spectrum = spectra_[layer_index];
-  spectrum.folded += n_tokens;
-  spectrum.ring_start = (spectrum.ring_start + n_tokens) % recent_window_;
+  spectrum.folded += (spectrum.pending ? 1 : 0) + n_tokens - 1;
+  spectrum.pending = true;
+  spectrum.ring_start = (spectrum.ring_start + n_tokens) % ring_slots();
 }
 
 void FaedKvPolicy::check_attend(const Cache&, uint32_t, uint32_t, bool with_scores) const {
@@ -323,7 +332,7 @@ void FaedKvPolicy::check_attend(const Cache&, uint32_t, uint32_t, bool with_scor
 bool FaedKvPolicy::record_attention(Cache& cache, uint32_t layer_index, uint32_t n_queries, View q, View out, const StepScores&) {
   if (spectra_.empty()) return false;
   const LayerState& layer = cache.layer(layer_index);
-  const LayerSpectrum& spectrum = spectra_[layer_index];
+  LayerSpectrum& spectrum = spectra_[layer_index];
   ops::SpectralAttentionShape shape;
   shape.num_q_heads = config_.num_q_heads;
   shape.num_kv_heads = config_.num_kv_heads;
@@ -336,10 +345,17 @@ bool FaedKvPolicy::record_attention(Cache& cache, uint32_t layer_index, uint32_t
   shape.segment_length = spectrum.segment_length;
   shape.dtype = config_.dtype;
   shape.span = spectrum.span;
+  shape.excluded_slot = sinks_ + spare_slot(spectrum);
+  shape.fold_excluded = spectrum.pending;
+  shape.folded = spectrum.folded;
   ops::spectral_attention(cache.backend(), shape,
                           {q, view(*layer.k), view(*layer.v), view(*layer.positions), view(*spectrum.bin_table),
                            view(*spectrum.bin_map), view(*spectrum.key_states), view(*spectrum.value_states),
                            out});
+  if (spectrum.pending) {
+    spectrum.folded += 1;
+    spectrum.pending = false;
+  }
   return true;
 }
 
@@ -351,19 +367,25 @@ bool FaedKvPolicy::read(Cache& cache, uint32_t layer_index, void* k, void* v, in
   if (spectra_.empty()) return false;
   Backend& backend = cache.backend();
   const LayerState& layer = cache.layer(layer_index);
-  const LayerSpectrum& spectrum = spectra_[layer_index];
+  LayerSpectrum& spectrum = spectra_[layer_index];
   const uint32_t heads = config_.num_kv_heads, dim = config_.head_dim, M = spectrum.segment_length;
   const size_t stored = size_t(heads) * layer.slot_stride, row_bytes = size_t(dim) * dtype_size(config_.dtype);
   std::vector<unsigned char> held_k(stored * row_bytes), held_v(stored * row_bytes);
   std::vector<int32_t> held_positions(stored);
   std::vector<float> key_states(spectrum.key_states->bytes() / 4), value_states(spectrum.value_states->bytes() / 4);
   backend.begin();
+  // A pending token is in the segment: it is folded in now, as attention would have.
+  if (spectrum.pending) record_fold(cache, layer_index, spare_slot(spectrum), 1);
   backend.download(*layer.k, 0, held_k.data(), held_k.size());
   backend.download(*layer.v, 0, held_v.data(), held_v.size());
   backend.download(*layer.positions, 0, held_positions.data(), held_positions.size() * 4);
   backend.download(*spectrum.key_states, 0, key_states.data(), key_states.size() * 4);
   backend.download(*spectrum.value_states, 0, value_states.data(), value_states.size() * 4);
   backend.submit();
+  if (spectrum.pending) {
+    spectrum.folded += 1;
+    spectrum.pending = false;
+  }
   const std::vector<float> segment_k = ops::spectral_reconstruct_cpu(heads, dim, M, *spectrum.bins, key_states.data());
   const std::vector<float> segment_v = ops::spectral_reconstruct_cpu(heads, dim, M, *spectrum.bins, value_states.data());
 
@@ -385,7 +407,7 @@ bool FaedKvPolicy::read(Cache& cache, uint32_t layer_index, void* k, void* v, in
         if (positions) positions[out_row] = int32_t(out_slot);
         continue;
       }
-      const uint32_t slot = out_slot < sinks_ ? out_slot : sinks_ + (spectrum.ring_start + out_slot - sinks_ - M) % recent_window_;
+      const uint32_t slot = out_slot < sinks_ ? out_slot : sinks_ + (spectrum.ring_start + out_slot - sinks_ - M) % ring_slots();
       const size_t from = size_t(head) * layer.slot_stride + slot;
       if (k) std::memcpy(static_cast<unsigned char*>(k) + out_row * row_bytes, held_k.data() + from * row_bytes, row_bytes);
       if (v) std::memcpy(static_cast<unsigned char*>(v) + out_row * row_bytes, held_v.data() + from * row_bytes, row_bytes);

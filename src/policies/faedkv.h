@@ -53,12 +53,18 @@ class FaedKvPolicy : public Policy {
     ops::BinSpan span;                  // ops::mirrored_bin_span(bins, M): what the transforms form
     uint64_t folded = 0;                // N: tokens in the state (M after the prompt)
     uint32_t ring_start = 0;            // the window's oldest token is at slot sinks + ring_start
+    bool pending = false;               // the spare slot's token left the window but is not in the state yet
     std::shared_ptr<void> attention_plan;  // ops::spectral_attention_keep
   };
 
   // Allocates `layer`'s spectrum (its segment length, bins and span already set) and the storage
   // of its sinks and recent window, and records their filling; changes nothing.
   void transform_prompt(Cache& cache, uint32_t layer, LayerSpectrum& spectrum, LayerStorage& kept) const;
+  // Records the fold of `count` tokens from ring slot `first` (the oldest first) into `layer`'s state.
+  void record_fold(Cache& cache, uint32_t layer, uint32_t first, uint32_t count) const;
+  uint32_t ring_slots() const { return recent_window_ + 1; }
+  // The ring slot outside the window: the spare.
+  uint32_t spare_slot(const LayerSpectrum& spectrum) const { return (spectrum.ring_start + recent_window_) % ring_slots(); }
 
   uint32_t capacity_;
   uint32_t sinks_;

@@ -1,6 +1,7 @@
 // Spectral attention on Vulkan (bin products, inverse DFT, softmax, forward DFT, value sum)
 // against the CPU's materialized segment, over odd, prime, power-of-two and tiny segments, GQA,
-// chunks of queries and held slots in ring order.
+// chunks of queries and held slots in ring order, and with a held slot excluded whose token
+// is folded into the bins first.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -20,7 +21,9 @@ struct Case {
 
 // The Vulkan route's output and the CPU's over random queries, held slots and states, with the
 // stored `bins` (distinct, <= M / 2) and, where `span` is set, the chirp-z transforms over it.
-void check_case(Backend& gpu, const Case& c, const std::vector<uint32_t>& bins, bool span) {
+// With `fold`, a random held slot is excluded and its token folded into the states first: the
+// states after the call are compared too.
+void check_case(Backend& gpu, const Case& c, const std::vector<uint32_t>& bins, bool span, bool fold = false) {
   // Held slots in a shuffled order, the queries' tokens the newest positions.
   const int32_t first_query = 1000;
   std::vector<int32_t> slot_positions(c.held);
@@ -39,8 +42,13 @@ void check_case(Backend& gpu, const Case& c, const std::vector<uint32_t>& bins, 
   ops::SpectralAttentionShape shape{c.q_heads, c.kv_heads, c.dim, c.queries, c.held, c.held, first_query,
                                     c.num_bins, c.segment_length, c.dtype};
   if (span) shape.span = ops::mirrored_bin_span(bins, c.segment_length);
-  const size_t out_bytes = q_bytes.size();
-  std::vector<std::vector<float>> results;
+  if (fold) {
+    shape.excluded_slot = std::uniform_int_distribution<uint32_t>(0, c.held - 1)(test::rng());
+    shape.fold_excluded = true;
+    shape.folded = c.segment_length + 1 + std::uniform_int_distribution<uint32_t>(0, 3 * c.segment_length)(test::rng());
+  }
+  const size_t out_bytes = q_bytes.size(), states_bytes = key_states.size() * 4;
+  std::vector<std::vector<float>> results, states;
   for (Backend* backend : {&test::cpu_backend(), &gpu}) {
     auto t = [&](const auto& data) { return test::make_tensor(*backend, data.data(), data.size() * sizeof(data[0])); };
     auto q_t = t(q_bytes), k_t = t(k_bytes), v_t = t(v_bytes), p_t = t(positions), bins_t = t(bins), map_t = t(map);
@@ -51,12 +59,21 @@ void check_case(Backend& gpu, const Case& c, const std::vector<uint32_t>& bins, 
                             {view(*q_t), view(*k_t), view(*v_t), view(*p_t), view(*bins_t), view(*map_t), view(*ks_t), view(*vs_t), view(*out)});
     backend->submit();
     results.push_back(test::decode(test::read_tensor(*backend, *out, out_bytes), c.dtype));
+    for (auto* tensor : {ks_t.get(), vs_t.get()}) states.push_back(test::decode(test::read_tensor(*backend, *tensor, states_bytes), Dtype::F32));
   }
   INFO("q heads ", c.q_heads, " kv heads ", c.kv_heads, " dim ", c.dim, " queries ", c.queries, " M ", c.segment_length,
-       " bins ", c.num_bins, " from ", bins[0], " ", std::string(dtype_name(c.dtype)), span ? " over their span" : "");
+       " bins ", c.num_bins, " from ", bins[0], " ", std::string(dtype_name(c.dtype)), span ? " over their span" : "",
+       fold ? " folding slot " + std::to_string(shape.excluded_slot) + " as token " + std::to_string(shape.folded) : "");
   // f32: the logits come out of an f32 FFT of length M (error ~ log M ulp of the spectrum's
   // scale) and the value sum out of another; f16 adds the output's rounding (2^-11).
   CHECK(test::relative_max_error(results[1], results[0]) < (c.dtype == Dtype::F32 ? 5e-5 : 2e-3));
+  // The fold's arithmetic is eq. 9's in f32 on both (the CPU's in double): a few ulp.
+  for (int table = 0; table < 2; ++table) {
+    CHECK(test::relative_max_error(states[2 + table], states[table]) < 1e-6);
+    if (fold) continue;
+    CHECK(states[table] == (table == 0 ? key_states : value_states));
+    CHECK(states[2 + table] == (table == 0 ? key_states : value_states));
+  }
 }
 
 }  // namespace
@@ -64,7 +81,7 @@ void check_case(Backend& gpu, const Case& c, const std::vector<uint32_t>& bins, 
 TEST_CASE("spectral_attention on Vulkan equals the CPU reference") {
   Backend* gpu = test::vulkan_backend();
   REQUIRE(gpu != nullptr);
-  // The fourth segment spans three of the softmax's 4096-logit chunks, the last one partial;
+  // The fourth segment spans five of the softmax's 2048-logit chunks, the last one partial;
   // three query heads leave the last of the transforms' pairs of heads half empty. The rest are
   // lengths whose chirp-z transforms (ops/chirp_z_vulkan.h) are edge cases: 1 and 2 (a plan of
   // 2 points, with and without the chirp), 3, primes padded to 2.6 M and 3 M (97 -> 256, 4099 ->
@@ -106,6 +123,31 @@ TEST_CASE("spectral_attention on Vulkan over the span of its bins equals the CPU
       check_case(*gpu, c, bins, true);
     }
   }
+  CHECK(test::validation_messages() == 0);
+}
+
+TEST_CASE("spectral_attention on Vulkan folding an excluded slot's token equals the CPU reference") {
+  Backend* gpu = test::vulkan_backend();
+  REQUIRE(gpu != nullptr);
+  // Groups of 1 to 12 query heads (above 8 the passes take the group in two blocks, the second
+  // reading the states the first folded), several queries (only the first folds), runs of bins
+  // and random ones, odd head dims and segments of several softmax chunks.
+  for (const Case& c : {Case{4, 2, 8, 1, 7, 37, 5, Dtype::F32}, Case{8, 2, 64, 3, 60, 1021, 130, Dtype::F16},
+                        Case{12, 1, 24, 2, 9, 301, 40, Dtype::F32}, Case{10, 1, 40, 1, 5, 4099, 300, Dtype::F16},
+                        Case{3, 3, 8, 1, 3, 2, 2, Dtype::F32}, Case{6, 2, 16, 2, 9, 9001, 400, Dtype::F32}})
+    for (const bool run : {false, true}) {
+      std::vector<uint32_t> bins(c.num_bins);
+      if (run) {
+        std::iota(bins.begin(), bins.end(), 0u);
+      } else {
+        std::vector<uint32_t> all(c.segment_length / 2 + 1);
+        std::iota(all.begin(), all.end(), 0u);
+        std::shuffle(all.begin(), all.end(), test::rng());
+        std::copy(all.begin(), all.begin() + c.num_bins, bins.begin());
+        std::sort(bins.begin(), bins.end());
+      }
+      check_case(*gpu, c, bins, run, true);
+    }
   CHECK(test::validation_messages() == 0);
 }
 

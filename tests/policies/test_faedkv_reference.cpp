@@ -163,17 +163,20 @@ void check_against_model(kvc_cache* cache, const PaperModel& model) {
 }
 
 // Streams a prompt in two chunks, ends it, then decodes (with one chunk of three tokens),
-// checking the cache and every decode output against the model.
+// checking the cache and every decode output against the model; then appends without
+// attending (a token leaves the window while the one before it still waits in the spare slot
+// for an attention to fold it), and reads the cache with a token waiting.
 void run_stream(const kvc_faedkv_params& params, const std::vector<bool>& expected_chunks) {
   test::ContextPtr context = test::make_context(KVC_BACKEND_CPU);
   const kvc_cache_desc desc = faedkv_desc(&params);
   test::CachePtr cache = test::make_cache(context.get(), desc);
   PaperModel model{params.sinks, params.recent_window};
   model.tokens_k.resize(kKvHeads), model.tokens_v.resize(kKvHeads);
-  auto step = [&](uint32_t n, bool check_output) {
+  auto step = [&](uint32_t n, bool check_output, bool attend = true) {
     std::vector<float> k = test::random_floats(size_t(n) * kKvHeads * kDim), v = test::random_floats(k.size());
     std::vector<float> q = test::random_floats(size_t(n) * kQHeads * kDim, -3, 3);
     REQUIRE(kvc_cache_append(cache.get(), 0, n, KVC_DTYPE_F32, k.data(), v.data()) == KVC_OK);
+    if (!attend) return model.append(k, v, n);
     std::vector<float> out(q.size());
     REQUIRE(kvc_attend(cache.get(), 0, n, KVC_DTYPE_F32, q.data(), out.data(), nullptr) == KVC_OK);
     model.append(k, v, n);
@@ -192,6 +195,11 @@ void run_stream(const kvc_faedkv_params& params, const std::vector<bool>& expect
     step(n, true);
     check_against_model(cache.get(), model);
   }
+  for (uint32_t n : {1u, 2u, 1u}) step(n, false, false);
+  check_against_model(cache.get(), model);
+  step(1, false, false);
+  step(1, true);
+  check_against_model(cache.get(), model);
 }
 
 kvc_faedkv_params small_params() {
@@ -296,11 +304,13 @@ TEST_CASE("FAEDKV holds its sinks, window and kept bins after the prompt, and th
   REQUIRE(kvc_cache_stats_get(cache.get(), &stats) == KVC_OK);
   const uint64_t bins = 8;  // 0..7: chunk 0's bins 0..5 and chunk 5's 32..38, whose mirrors are 1..7
   CHECK(M == 39);
-  const uint64_t expected = (params.sinks + params.recent_window) * stats.bytes_per_slot  // the time-domain slots
+  // The time-domain slots: sinks, window and the spare (where a token leaving the window waits
+  // for the next attention to fold it).
+  const uint64_t expected = (params.sinks + params.recent_window + 1) * stats.bytes_per_slot
                             + 2 * kKvHeads * bins * kDim * 8                            // K and V states, complex f32
                             + bins * 4 + M * 4 + kKvHeads * params.sinks * 4;           // bin table and map, sink indices
   CHECK(stats.device_bytes_held == expected);
-  CHECK(stats.slots_held == params.sinks + params.recent_window);
+  CHECK(stats.slots_held == params.sinks + params.recent_window + 1);
   REQUIRE(kvc_cache_reset(cache.get()) == KVC_OK);
   REQUIRE(kvc_cache_stats_get(cache.get(), &stats) == KVC_OK);
   CHECK(stats.device_bytes_held == uint64_t(kCapacity) * stats.bytes_per_slot + kKvHeads * params.sinks * 4);
