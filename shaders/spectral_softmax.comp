@@ -6,14 +6,13 @@
 // 0 first forms the held slots' logits (the held slots are few: sinks and the recent window;
 // excluded_slot and tokens newer than the query get none). Otherwise: merges each row's chunk
 // statistics (the workgroup together), writes the chunk's probabilities back over the spectra,
-// and chunk 0 writes the held slots' share of the output. The two rows share a sequence, a chirp-z transform (ops/chirp_z_vulkan.h)
-// in both directions: their logits are conj(c[n] y[n]) (spectral_expand: the inverse
+// and chunk 0 writes the held slots' share of the output. The two rows share a sequence, a
+// chirp-z transform (ops/chirp_z_vulkan.h) in both directions: their logits are conj(c[n] y[n]) (spectral_expand: the inverse
 // transform as the conjugate of a forward one), component 0 row 2 pair's and component 1 the
 // other's, and their probabilities p go back as (p_0 + i p_1) c[n], points M .. P - 1 zero, for
 // the forward transform: that complex product is why a workgroup takes both rows. An odd last
 // row pairs with zero probabilities.
 #extension GL_GOOGLE_include_directive : require
-#extension GL_EXT_control_flow_attributes : require
 #include "complex.glsl"
 #include "elements.glsl"
 
@@ -84,13 +83,10 @@ void main() {
       float logit = KVC_NEG_INF;
       if (slot != push.excluded_slot && positions[cell] <= push.query_position) {
         const uint q_row = push.first_query * push.num_q_heads + r % push.num_q_heads;
-        // Four sums in turn, so that four rows of loads are in flight at once.
-        vec4 sums = vec4(0.0);
-        for (uint d = 0u; d < HEAD_DIM; d += 16u)
-          [[unroll]] for (uint j = 0u; j < 4u; ++j)
-            if (d + 4u * j < HEAD_DIM)
-              sums[j] += dot(KVC_LOAD_VEC4(q_words, KV_F16, q_row * HEAD_DIM + d + 4u * j), KVC_LOAD_VEC4(k_words, KV_F16, cell * HEAD_DIM + d + 4u * j));
-        logit = (sums.x + sums.y + sums.z + sums.w) * push.scale;
+        float sum = 0.0;
+        for (uint d = 0u; d < HEAD_DIM; d += 4u)
+          sum += dot(KVC_LOAD_VEC4(q_words, KV_F16, q_row * HEAD_DIM + d), KVC_LOAD_VEC4(k_words, KV_F16, cell * HEAD_DIM + d));
+        logit = sum * push.scale;
       }
       held_logits[r * push.num_slots + slot] = logit;
       if (logit == KVC_NEG_INF) continue;
@@ -135,14 +131,10 @@ void main() {
     if (r >= push.rows) continue;
     const uint kv_head = (r % push.num_q_heads) / push.group, r_base = r * push.num_slots;
     const float r_max = r == row ? row_max.x : row_max.y;
-    // Four slots at a time, their loads in flight together.
-    vec4 held = vec4(0.0);
-    for (uint slot = 0; slot < held_slots; slot += 4u)
-      [[unroll]] for (uint j = 0u; j < 4u; ++j)
-        if (slot + j < held_slots)
-          held[j] += exp(held_logits[r_base + slot + j] - r_max) *
-                     KVC_LOAD_ELEMENT(v_words, KV_F16, (kv_head * push.slot_stride + slot + j) * HEAD_DIM + d);
-    held_out[r * HEAD_DIM + d] = (held.x + held.y + held.z + held.w) * (r == row ? inverse_total.x : inverse_total.y);
+    float held = 0.0;
+    for (uint slot = 0; slot < held_slots; ++slot)
+      held += exp(held_logits[r_base + slot] - r_max) * KVC_LOAD_ELEMENT(v_words, KV_F16, (kv_head * push.slot_stride + slot) * HEAD_DIM + d);
+    held_out[r * HEAD_DIM + d] = held * (r == row ? inverse_total.x : inverse_total.y);
   }
   for (uint n = first + gl_LocalInvocationID.x; n < last; n += gl_WorkGroupSize.x) {
     const vec2 logits = conjugate(complex_mul(chirp[n], spectra[base + n])) * push.scale;
