@@ -114,8 +114,10 @@ double bytes_moved(const EngineShape& shape, uint32_t length, uint32_t n, kvc_po
     double held = 2.0 * 2.0 * shape.kv_heads * length * shape.head_dim;
     if (policy == KVC_POLICY_FAEDKV) {
       const kvc_faedkv_params params = faedkv_params();
+      // The held slots, and the bin tables read and written back (every bin takes the token
+      // leaving the window).
       held = 2.0 * (2.0 * shape.kv_heads * (params.sinks + params.recent_window) * shape.head_dim +
-                    8.0 * shape.kv_heads * faedkv_bins(length - 1) * shape.head_dim);
+                    2.0 * 8.0 * shape.kv_heads * faedkv_bins(length - 1) * shape.head_dim);
     }
     if (policy == KVC_POLICY_FOURIER) held = fourier_layer_bytes(shape, length, layer);
     total += held + new_tokens;

@@ -19,7 +19,7 @@
 
 layout(local_size_x_id = 0) in;  // at least HEAD_DIM / 2 and BLOCK_BINS * KVC_MAX_GROUP_BLOCK
 layout(constant_id = 1) const uint HEAD_DIM = 128;
-layout(constant_id = 2) const uint BLOCK_BINS = 32;  // at most 32
+layout(constant_id = 2) const uint BLOCK_BINS = 32;  // at most 8 * BIN_LANES
 layout(constant_id = 3) const bool V_F16 = false;
 layout(constant_id = 4) const bool FOLD = false;
 
@@ -46,7 +46,7 @@ layout(push_constant) uniform Push {
 
 const uint PAIRS = HEAD_DIM / 2u;
 const uint BIN_LANES = gl_WorkGroupSize.x / PAIRS;
-const uint MAX_BINS_PER_LANE = 16u;  // BLOCK_BINS <= 32 over at least 2 bin lanes (HEAD_DIM <= 256)
+const uint MAX_BINS_PER_LANE = 8u;  // BLOCK_BINS <= 8 * BIN_LANES
 shared vec2 weighted_s[KVC_MAX_GROUP_BLOCK * BLOCK_BINS];  // [head][bin]: w_b P[k_b]
 shared vec2 sums_s[KVC_MAX_GROUP_BLOCK * gl_WorkGroupSize.x];
 

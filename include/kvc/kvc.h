@@ -328,7 +328,9 @@ KVC_API kvc_freqkv_params kvc_freqkv_params_default(void);
  * M - k are stored once), are kept as complex f32. Later appends enter the recent window; the
  * tokens they push out of it are folded into the kept bins by the Infinite-Window DFT (eq. 9,
  * N being the tokens folded so far), so attention sees the sinks, the M reconstructed tokens
- * and the last R tokens (eq. 13) and never holds more. Attention over the segment is computed
+ * and the last R tokens (eq. 13) and never holds more (it stores one slot more: the token that
+ * left the window last waits there until the next attention folds it, reading the bins once for
+ * both). Attention over the segment is computed
  * from the bins (exact for the pruned spectrum; the segment is never rebuilt in memory), and
  * kvc_cache_read returns the N slots attention sees, the segment reconstructed.
  * Keys are transformed as the model stores them: FAEDKV refuses libkvc's RoPE
@@ -443,7 +445,7 @@ KVC_API kvc_status kvc_attend(kvc_cache* cache, uint32_t layer, uint32_t n_queri
 
 /* Slots `layer` holds now, as attention and kvc_cache_read see them (FAEDKV after the prompt:
  * sinks + the reconstructed segment + the recent window, of which kvc_cache_stats counts only
- * the sinks and the window, the slots it stores). */
+ * the slots it stores: the sinks, the window and the slot of a token waiting to be folded). */
 KVC_API kvc_status kvc_cache_layer_slots(const kvc_cache* cache, uint32_t layer,
                                          uint32_t* out_slots);
 
@@ -607,10 +609,10 @@ KVC_API kvc_status kvc_attend_batch_device(kvc_context* context, uint32_t n_cach
  * bit. The caches share num_q_heads, num_kv_heads, head_dim, dtype and RoPE; each keeps its own
  * length and policy. On Vulkan every cache's chunk lands in one dispatch per group, whatever
  * its policy: the device's descriptor limits set a group's size (lavapipe 6 chunks, most GPUs
- * 32); FAEDKV and FOURIER, once compressed, first fold their window's oldest tokens on their
- * own as on every append, and a chunk that wraps their window takes two places in a group. A
- * group of one chunk, a device that cannot index storage-buffer arrays dynamically, and every
- * chunk under the environment variable KVC_BATCH_DECODE=per_cache (a benchmark's comparison
+ * 32); FAEDKV and FOURIER, once compressed, first fold the tokens leaving their window on their
+ * own as on every append (FAEDKV's last one waits for the next attention), and a chunk that
+ * wraps their window takes two places in a group. A group of one chunk, a device that cannot
+ * index storage-buffer arrays dynamically, and every chunk under the environment variable KVC_BATCH_DECODE=per_cache (a benchmark's comparison
  * switch, which also turns off kvc_attend_batch_device's batched kernels) take the one-cache
  * append kernel instead, with the same results.
  * Device inputs are not checked for NaN or Inf (as kvc_cache_append_device's). Every check

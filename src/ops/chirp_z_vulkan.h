@@ -1,6 +1,6 @@
 // The length-M DFTs of FAEDKV's Vulkan ops (segment_spectrum with chirp_z, spectral_attention)
-// as chirp-z transforms over VkFFT plans of 2^a or 3 * 2^a points (vulkan/fft.h, ChirpFilter):
-// the plans serve every M of the same padded length P, so a prompt of a new length plans
+// as chirp-z transforms over VkFFT plans of f * 2^a points, f = 1, 3, 5 or 7 (vulkan/fft.h,
+// ChirpFilter): the plans serve every M of the same padded length P, so a prompt of a new length plans
 // nothing when its P was seen before (planning a VkFFT transform costs 0.2-0.3 s of host time
 // on the H100). Only the bins of a span (ops/bin_span.h) are formed, or taken as input, so P
 // holds M + span - 1 points (FAEDKV's default chunks at M = 32707: 49152 points, not 65536).

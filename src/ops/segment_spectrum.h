@@ -8,8 +8,8 @@
 // VkFFT of length T for all of them, and the two real spectra separated at the chosen bins
 // (X_a[k] = (Z[k] + conj Z[T-k]) / 2, X_b[k] = (Z[k] - conj Z[T-k]) / 2i), so a real
 // transform costs half a complex one at any T. With chirp_z the length-T DFT is a chirp-z
-// transform over a plan of 2^a or 3 * 2^a points (ops/chirp_z_vulkan.h), its chirps taken in the
-// pack and unpack passes: for T that change with every prompt (FAEDKV's M), which would each
+// transform over a plan of f * 2^a points, f = 1, 3, 5 or 7 (ops/chirp_z_vulkan.h), its chirps
+// taken in the pack and unpack passes: for T that change with every prompt (FAEDKV's M), which would each
 // need a plan; its plan holds T + span - 1 points where the bins and their mirrors lie in a span.
 #pragma once
 

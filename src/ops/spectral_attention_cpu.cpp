@@ -39,12 +39,17 @@ std::vector<float> spectral_reconstruct_cpu(uint32_t num_heads, uint32_t head_di
 
 void spectral_attention_cpu(const SpectralAttentionShape& shape, const SpectralAttentionArgs& args) {
   const uint32_t dim = shape.head_dim, group = shape.num_q_heads / shape.num_kv_heads, M = shape.segment_length;
-  if (shape.fold_excluded)
-    spectral_fold_cpu({shape.num_kv_heads, dim, shape.slot_stride, shape.num_bins, M, shape.folded, 1, shape.excluded_slot, 1, 0, shape.dtype},
-                      {args.k, args.v, args.bins, args.spectrum_k, args.spectrum_v});
   const std::vector<uint32_t> bins(args.bins.host<uint32_t>(), args.bins.host<uint32_t>() + shape.num_bins);
-  const std::vector<float> keys = spectral_reconstruct_cpu(shape.num_kv_heads, dim, M, bins, args.spectrum_k.host<float>());
-  const std::vector<float> values = spectral_reconstruct_cpu(shape.num_kv_heads, dim, M, bins, args.spectrum_v.host<float>());
+  // The states are folded into copies, written back once nothing can fail (kvc.h: a failed call
+  // changes nothing).
+  const size_t state_floats = size_t(shape.num_kv_heads) * shape.num_bins * dim * 2;
+  std::vector<float> key_states(args.spectrum_k.host<float>(), args.spectrum_k.host<float>() + state_floats);
+  std::vector<float> value_states(args.spectrum_v.host<float>(), args.spectrum_v.host<float>() + state_floats);
+  if (shape.fold_excluded)
+    spectral_fold_host({shape.num_kv_heads, dim, shape.slot_stride, shape.num_bins, M, shape.folded, 1, shape.excluded_slot, 1, 0, shape.dtype},
+                       args.k.host<void>(), args.v.host<void>(), bins.data(), key_states.data(), value_states.data());
+  const std::vector<float> keys = spectral_reconstruct_cpu(shape.num_kv_heads, dim, M, bins, key_states.data());
+  const std::vector<float> values = spectral_reconstruct_cpu(shape.num_kv_heads, dim, M, bins, value_states.data());
   const double scale = 1.0 / std::sqrt(double(dim));
   const int32_t* positions = args.positions.host<int32_t>();
   std::vector<double> logits(size_t(shape.num_slots) + M), acc(dim);
@@ -80,6 +85,8 @@ void spectral_attention_cpu(const SpectralAttentionShape& shape, const SpectralA
       }
       for (uint32_t d = 0; d < dim; ++d) store_element(args.out.host<void>(), shape.dtype, q_row + d, float(acc[d] / total));
     }
+  std::copy(key_states.begin(), key_states.end(), args.spectrum_k.host<float>());
+  std::copy(value_states.begin(), value_states.end(), args.spectrum_v.host<float>());
 }
 
 std::shared_ptr<void> spectral_attention_keep(Backend& backend, uint32_t segment_length, BinSpan span, uint32_t num_q_heads) {

@@ -27,7 +27,8 @@ constexpr uint32_t kWorkgroupSize = 256;
 constexpr uint32_t kSoftmaxWorkgroupSize = 256;  // a power of two
 constexpr uint32_t kSoftmaxChunk = 2048;         // segment logits per softmax workgroup
 constexpr uint32_t kProductLanes = 16;           // threads a bin in the bin products
-constexpr uint32_t kValueBlockBins = 32;         // bins a value-sum workgroup adds up (for a whole query group)
+constexpr uint32_t kValueBlockBins = 32;         // bins a value-sum workgroup adds up (for a whole query group), at most
+constexpr uint32_t kValueBinsPerLane = 8;        // and each of its threads (MAX_BINS_PER_LANE)
 constexpr uint32_t kMaxGroups = 65535;           // the least maxComputeWorkGroupCount[0]; the shaders loop past it
 constexpr size_t kBindingAlignment = 256;        // the largest minStorageBufferOffsetAlignment Vulkan allows
 
@@ -72,7 +73,9 @@ std::shared_ptr<void> spectral_attention_keep_vulkan(Backend& backend, uint32_t 
 void spectral_attention_vulkan(Backend& backend, const SpectralAttentionShape& shape, const SpectralAttentionArgs& args) {
   const uint32_t rows = shape.num_q_heads, group = shape.num_q_heads / shape.num_kv_heads;  // one query's
   const uint32_t dim = shape.head_dim, M = shape.segment_length;
-  const uint32_t blocks = (shape.num_bins + kValueBlockBins - 1) / kValueBlockBins;
+  // The value sum's threads take a dim pair each and split the block's bins.
+  const uint32_t block_bins = std::min(kValueBlockBins, kValueBinsPerLane * (kWorkgroupSize / (dim / 2)));
+  const uint32_t blocks = (shape.num_bins + block_bins - 1) / block_bins;
   const bool f16 = shape.dtype == Dtype::F16;
   const float scale = float(1.0 / std::sqrt(double(dim)));
   const ChirpTransform transform = transform_for(backend, M, shape.span, rows);
@@ -119,7 +122,7 @@ void spectral_attention_vulkan(Backend& backend, const SpectralAttentionShape& s
     record_chirp_dft(recorder, transform, false);
     const ValueSumPush value_push{shape.num_bins, M, shape.num_q_heads, group, blocks, padded, span_first, shape.slot_stride,
                                   shape.excluded_slot, folded_point, float(shape.folded)};
-    recorder.dispatch({"spectral_value_sum", 6, sizeof(ValueSumPush), {kWorkgroupSize, dim, kValueBlockBins, f16, fold}},
+    recorder.dispatch({"spectral_value_sum", 6, sizeof(ValueSumPush), {kWorkgroupSize, dim, block_bins, f16, fold}},
                       {slice(args.spectrum_v), slice(args.bins), spectra, partials, span_chirp, slice(args.v)}, &value_push,
                       block_groups, shape.num_kv_heads);
     const OutputPush output_push{rows, blocks, query};

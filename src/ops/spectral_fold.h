@@ -42,6 +42,9 @@ struct SpectralFoldArgs {
 
 void spectral_fold(Backend& backend, const SpectralFoldShape& shape, const SpectralFoldArgs& args);
 void spectral_fold_cpu(const SpectralFoldShape& shape, const SpectralFoldArgs& args);
+// spectral_fold_cpu on host arrays: k, v and bins as in SpectralFoldArgs, the states updated.
+void spectral_fold_host(const SpectralFoldShape& shape, const void* k, const void* v, const uint32_t* bins, float* spectrum_k,
+                        float* spectrum_v);
 void spectral_fold_vulkan(Backend& backend, const SpectralFoldShape& shape, const SpectralFoldArgs& args);
 
 }  // namespace kvc::ops

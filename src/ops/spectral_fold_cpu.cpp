@@ -4,11 +4,11 @@
 
 namespace kvc::ops {
 
-void spectral_fold_cpu(const SpectralFoldShape& shape, const SpectralFoldArgs& args) {
-  const uint32_t* bins = args.bins.host<uint32_t>();
+void spectral_fold_host(const SpectralFoldShape& shape, const void* k, const void* v, const uint32_t* bins, float* spectrum_k,
+                        float* spectrum_v) {
   for (int tensor = 0; tensor < 2; ++tensor) {
-    const void* rows = (tensor == 0 ? args.k : args.v).host<void>();
-    float* spectrum = (tensor == 0 ? args.spectrum_k : args.spectrum_v).host<float>();
+    const void* rows = tensor == 0 ? k : v;
+    float* spectrum = tensor == 0 ? spectrum_k : spectrum_v;
     for (uint32_t head = 0; head < shape.num_heads; ++head)
       for (uint32_t b = 0; b < shape.num_bins; ++b) {
         for (uint32_t d = 0; d < shape.head_dim; ++d) {
@@ -28,6 +28,11 @@ void spectral_fold_cpu(const SpectralFoldShape& shape, const SpectralFoldArgs& a
         }
       }
   }
+}
+
+void spectral_fold_cpu(const SpectralFoldShape& shape, const SpectralFoldArgs& args) {
+  spectral_fold_host(shape, args.k.host<void>(), args.v.host<void>(), args.bins.host<uint32_t>(), args.spectrum_k.host<float>(),
+                     args.spectrum_v.host<float>());
 }
 
 void spectral_fold(Backend& backend, const SpectralFoldShape& shape, const SpectralFoldArgs& args) {

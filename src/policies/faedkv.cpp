@@ -131,7 +131,9 @@ void faedkv_ablate(Cache& cache, uint32_t layer_index, const kvc_faedkv_params& 
   require(pruned_chunk < params.chunks, KVC_ERROR_OUT_OF_RANGE,
           "pruned_chunk is " + std::to_string(pruned_chunk) + "; the spectrum has " + std::to_string(params.chunks) + " chunks");
   const uint32_t slots = cache.layer(layer_index).slots_held;
-  require(cache.policy().read_slots(cache, layer_index) == slots, KVC_ERROR_BAD_STATE,
+  // A FAEDKV cache after its prompt stores S + R + 1 slots, as many as it shows when M = 1.
+  const auto* faedkv = dynamic_cast<const FaedKvPolicy*>(&cache.policy());
+  require(!(faedkv && faedkv->compressed()) && cache.policy().read_slots(cache, layer_index) == slots, KVC_ERROR_BAD_STATE,
           "layer " + std::to_string(layer_index) + " no longer holds its tokens whole (a FAEDKV cache after its prompt): ablate a FULL cache");
   require(uint64_t(slots) >= uint64_t(params.sinks) + params.recent_window + params.chunks, KVC_ERROR_BAD_STATE,
           "layer " + std::to_string(layer_index) + " holds " + std::to_string(slots) +

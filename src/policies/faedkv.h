@@ -3,10 +3,15 @@
 // each layer's middle segment of M = N - S - R tokens becomes the DFT bins of its kept chunks
 // (sec. 3.2: C contiguous chunks of the M bins, the top r*C by the ablation's Delta_{l,c} of
 // eq. 7, or a caller's table, or the lowest frequencies), stored once per conjugate pair as a
-// running mean (S = X / M). The R recent tokens live in a ring of R slots after the S sinks:
-// an append first folds the ring's oldest tokens into the bins (eq. 9's IWDFT, ops/spectral_fold)
-// and then takes their slots, so attention sees sinks, the reconstructed segment and exactly the
-// last R tokens (eq. 13). Attention is computed from the bins (ops/spectral_attention), never
+// running mean (S = X / M). The R recent tokens live in a ring of R + 1 slots after the S
+// sinks; the slot before the window's oldest (the spare) is outside the window. A decode
+// token's append takes the spare slot, and the window's oldest token, leaving it, becomes the
+// spare and is pending: the step's attention folds it into the bins (eq. 9's IWDFT) as it reads
+// them (ops/spectral_attention's fold_excluded), where a pass of its own (ops/spectral_fold)
+// would read and write both tables once more. What must leave before that (a pending token when
+// another append comes first; all but the last of several tokens appended at once) is folded
+// by ops/spectral_fold as the append is recorded. So attention sees sinks, the reconstructed
+// segment and exactly the last R tokens (eq. 13). Attention is computed from the bins (ops/spectral_attention), never
 // from a rebuilt segment (eq. 11's sparse IDFT is what it avoids). Keys are transformed as the
 // model stores them (after its RoPE): libkvc's own RoPE is refused. ../shared/DESIGN.md: N in
 // eq. 9 is the number of tokens folded so far.
@@ -39,12 +44,14 @@ class FaedKvPolicy : public Policy {
   uint32_t read_slots(const Cache& cache, uint32_t layer) const override;
   bool read(Cache& cache, uint32_t layer, void* k, void* v, int32_t* positions) override;
   size_t device_bytes_held() const override;
+  bool compressed() const { return !spectra_.empty(); }
   void on_reset() override;
 
  private:
   struct LayerSpectrum {
     // Shared by the clones a transaction saves (kvc.h: a failed call changes nothing): set once
-    // per prompt, never changed in place.
+    // per prompt; the states change in place only in recorded work, which a failed call never
+    // submits (on the CPU, ops/spectral_attention and ops/spectral_fold write them last).
     std::shared_ptr<const std::vector<uint32_t>> bins;
     std::shared_ptr<Tensor> bin_table;  // uint32 [bins]
     std::shared_ptr<Tensor> bin_map;    // ops::spectral_bin_map

@@ -22,8 +22,16 @@ namespace {
 
 bool is_power_of_two(uint64_t value) { return value != 0 && (value & (value - 1)) == 0; }
 
-// The plan lengths chirp_padded_length returns: 2^a and 3 * 2^a.
-bool is_chirp_plan_length(uint64_t value) { return is_power_of_two(value) || (value % 3 == 0 && is_power_of_two(value / 3)); }
+// The odd factors of chirp_padded_length's plan lengths, f * 2^a: 1.25, 1.5 and 1.75 times a
+// power of two fill each octave with four lengths.
+constexpr uint64_t kChirpOddFactors[] = {1, 3, 5, 7};
+
+// The plan lengths chirp_padded_length returns.
+bool is_chirp_plan_length(uint64_t value) {
+  for (uint64_t factor : kChirpOddFactors)
+    if (value % factor == 0 && is_power_of_two(value / factor)) return true;
+  return false;
+}
 
 // VkFFT's failures as a kvc_status: a shape it has no kernels for is unsupported; a failed
 // host or Vulkan allocation is out of memory; any other failed Vulkan call is a Vulkan error.
@@ -106,7 +114,7 @@ FftPlan::FftPlan(Device& device, const FftShape& shape) : impl_(std::make_unique
   // sin and cos (Vulkan bounds their error only to 2^-11), which put an H200's fit through a
   // prime length (a Bluestein plan) 6x further from the reference than the tables (3.8e-6
   // against 6.3e-7). Powers of two keep the default: the tables measured 3% slower on FAEDKV's
-  // 65536-point chirp-z plans, whose tests pass without them. The 3 * 2^a chirp-z plans take
+  // 65536-point chirp-z plans, whose tests pass without them. The other chirp-z plans take
   // the tables, whose cost measured alike (H100, FAEDKV's 49152-point prompt transform 60.9 ms
   // without, 62.8 ms with): their precision should not rest on a vendor's sin and cos.
   config.useLUT = (shape.length & (shape.length - 1)) != 0 ? 1 : 0;
@@ -156,10 +164,12 @@ uint32_t chirp_padded_length(uint32_t length, uint32_t span) {
           "a chirp-z span of " + std::to_string(span) + " bins of " + std::to_string(length));
   if (length > 1 && is_power_of_two(length)) return length;
   const uint64_t least = std::max<uint64_t>(2, uint64_t(length) + span - 1);  // VkFFT plans no transform of one point
-  uint64_t padded = 2;
-  while (padded < least) padded *= 2;
-  // 3 * 2^a lies between 2^(a+1) and 2^(a+2): the smaller of the two forms that holds it.
-  if (padded % 4 == 0 && padded / 4 * 3 >= least) padded = padded / 4 * 3;
+  uint64_t padded = UINT64_MAX;
+  for (uint64_t factor : kChirpOddFactors) {
+    uint64_t candidate = factor;
+    while (candidate < least) candidate *= 2;
+    padded = std::min(padded, candidate);
+  }
   return uint32_t(padded);
 }
 

@@ -52,11 +52,12 @@ class FftPlan {
 
 // The plan length P of a DFT of `length` points as a chirp-z transform (ChirpFilter) whose
 // outputs are needed at `span` consecutive bins (cyclically; `length` for all of them): `length`
-// itself when it is a power of two above 1, else the least P of the form 2^a or 3 * 2^a with
-// P >= length + span - 1 (and >= 2: VkFFT plans no transform of one point), where the chirp's
-// cyclic convolution does not wrap onto the bins read. Those two forms only: the lengths of
-// every prompt share a few plans (two an octave), where smooth sizes would make a plan per
-// handful of lengths (each planning takes as long, 0.2-0.3 s).
+// itself when it is a power of two above 1, else the least P of the form f * 2^a (f = 1, 3, 5
+// or 7) with P >= length + span - 1 (and >= 2: VkFFT plans no transform of one point), where
+// the chirp's cyclic convolution does not wrap onto the bins read. Those forms only: the
+// lengths of every prompt share a few plans (four an octave, so P is at most 1.25 times the
+// least), where smooth sizes would make a plan per handful of lengths (each planning takes as
+// long, 0.2-0.3 s).
 uint32_t chirp_padded_length(uint32_t length, uint32_t span);
 
 // A DFT of any length M through a plan of P = chirp_padded_length(M, S) points, Bluestein's
@@ -71,8 +72,8 @@ uint32_t chirp_padded_length(uint32_t length, uint32_t span);
 // Reversed, the same filter serves the other direction, the M outputs n of a transform whose
 // inputs are nonzero at the span alone (an inverse DFT of a pruned spectrum): inputs at points
 // j times span_chirp(), the filter's spectrum read at -f (it is then conj(c[m - k0]) for -S < m
-// < M), outputs at points n < M times chirp(). Where P = M (M a power of two above 1, or 3 * 2^a
-// with a span of one bin) the plan's forward transform alone is the DFT (direct(): the span is
+// < M), outputs at points n < M times chirp(). Where P = M (M a power of two above 1, or another
+// plan length with a span of one bin) the plan's forward transform alone is the DFT (direct(): the span is
 // all M bins from 0 and both chirps are all ones).
 // c is computed from n^2 mod 2M (its period) in integers and in double, so its phase keeps full
 // precision at any M: an f32 angle of n^2 would lose it past M ~ 2^12.
@@ -114,7 +115,7 @@ class ChirpFilter {
 // Plans by shape, and chirp filters by length and span. A plan lives while someone keeps it
 // (keep()), or until a trim() finds nobody keeping it: a cache keeps the plans its decode step
 // needs, so no plan is made on the decode path, and a context that sees many lengths does not
-// hold a plan (and its buffer) for each forever. Plans of the chirp-z lengths (2^a, 3 * 2^a)
+// hold a plan (and its buffer) for each forever. Plans of the chirp-z lengths (f * 2^a)
 // outlive trim() within a budget (kRetainedPlanBytes in fft.cpp): chirp-z transforms of every
 // length go through them, so a prompt of a new length whose padded length was seen before
 // plans nothing.
@@ -135,7 +136,7 @@ class FftPlans {
   // (mod length; span = length: all), made (once per length and span, while kept) through the
   // plan {chirp_padded_length(length, span), batch}, which the caller then uses: get() it.
   std::shared_ptr<ChirpFilter> keep_chirp(uint32_t length, uint32_t span_first, uint32_t span, uint32_t batch);
-  // Drops the plans and filters nobody keeps, but the chirp-z plans (2^a, 3 * 2^a) that fit
+  // Drops the plans and filters nobody keeps, but the chirp-z plans (f * 2^a) that fit
   // `retained_bytes` (the newest used first); call only when no recorded work can still use them.
   void trim(size_t retained_bytes = kRetainedPlanBytes);
   // Device bytes of the plans' data buffers and the filters held now.

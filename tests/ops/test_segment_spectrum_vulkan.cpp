@@ -1,5 +1,5 @@
 // segment_spectrum on Vulkan (packed real sequences through VkFFT, of length T or as chirp-z
-// transforms over plans of 2^a or 3 * 2^a points, at every bin or over a span of them) against
+// transforms over plans of f * 2^a points, f = 1, 3, 5 or 7, at every bin or over a span of them) against
 // the CPU's formula in double, over awkward lengths: odd, prime, a prime factor VkFFT handles by
 // Bluestein, and around powers of two.
 #include <doctest/doctest.h>
@@ -58,7 +58,7 @@ TEST_CASE("segment_spectrum on Vulkan equals the CPU reference") {
                                               {1, 64, 200, 0, 120, 512, 7, 64, Dtype::F32},   // zero-padded window
                                               {8, 128, 1100, 10, 1021, 1021, 0, 130, Dtype::F16, 1.0f / 1021},  // FAEDKV's mean
                                               {1, 256, 90, 2, 77, 100, 11, 9, Dtype::F32}};  // the widest head
-  // Each through a plan of length T, and as a chirp-z transform over a plan of 2^a or 3 * 2^a points.
+  // Each through a plan of length T, and as a chirp-z transform over a plan of f * 2^a points.
   for (const bool chirp_z : {false, true})
     for (ops::SegmentSpectrumShape shape : shapes) {
       shape.chirp_z = chirp_z;
@@ -75,7 +75,7 @@ TEST_CASE("segment_spectrum's chirp-z route equals the CPU reference at FAEDKV's
   Backend* gpu = test::vulkan_backend();
   REQUIRE(gpu != nullptr);
   // The smallest segments (1 through a plan of 2 points; 2 by the plan's transform alone), primes whose
-  // padded length is 2.6 or 3 times theirs (97 -> 256, 4099 -> 12288), an odd composite, a power
+  // padded length is 2.3 or 2.5 times theirs (97 -> 224, 4099 -> 10240), an odd composite, a power
   // of two and its neighbours (4095 -> 8192, just over twice).
   for (const uint32_t length : {1u, 2u, 3u, 97u, 1009u, 1155u, 4095u, 4096u, 4097u, 4099u}) {
     const uint32_t bins = std::min(length, 24u);
@@ -144,8 +144,27 @@ TEST_CASE("chirp-z transforms of two lengths with one padded length share their 
   const std::vector<std::vector<float>> results = transform(1000);  // padded to 2048 too
   CHECK(plans.plans_made() == made);
   CHECK(test::relative_max_error(results[1], results[0]) < 2e-5);
-  transform(1025);  // padded to 3072: a plan of its own
+  transform(1025);  // padded to 2560: a plan of its own
   CHECK(plans.plans_made() == made + 1);
+}
+
+TEST_CASE("chirp_padded_length is M for powers of two, else the least of 2^a, 3 * 2^a, 5 * 2^a and 7 * 2^a that holds the span") {
+  // The forms by their definition: an odd part of 1, 3, 5 or 7, searched upward from the least
+  // length the convolution needs.
+  const auto plan_form = [](uint64_t n) {
+    while (n % 2 == 0) n /= 2;
+    return n == 1 || n == 3 || n == 5 || n == 7;
+  };
+  for (uint32_t length = 1; length <= 3000; ++length)
+    for (const uint32_t span : {1u, 2u, (length + 1) / 2, length}) {
+      if (span > length) continue;
+      uint64_t expected = length > 1 && (length & (length - 1)) == 0 ? length : std::max<uint64_t>(2, uint64_t(length) + span - 1);
+      while (!plan_form(expected)) ++expected;
+      INFO("M ", length, " span ", span);
+      CHECK(vk::chirp_padded_length(length, span) == expected);
+    }
+  // FAEDKV's default chunks at a 32K prompt: 32707 points whose bins and mirrors span 5945.
+  CHECK(vk::chirp_padded_length(32707, 5945) == 40960);
 }
 
 TEST_CASE("VkFFT plans are made once per shape and dropped when nobody keeps them") {

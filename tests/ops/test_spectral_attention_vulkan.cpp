@@ -84,8 +84,8 @@ TEST_CASE("spectral_attention on Vulkan equals the CPU reference") {
   // The fourth segment spans five of the softmax's 2048-logit chunks, the last one partial;
   // three query heads leave the last of the transforms' pairs of heads half empty. The rest are
   // lengths whose chirp-z transforms (ops/chirp_z_vulkan.h) are edge cases: 1 and 2 (a plan of
-  // 2 points, with and without the chirp), 3, primes padded to 2.6 M and 3 M (97 -> 256, 4099 ->
-  // 12288), 1009, a power of two (the plan's transform alone) and its neighbours (4095: P just
+  // 2 points, with and without the chirp), 3, primes padded to 2.3 M and 2.5 M (97 -> 224, 4099 ->
+  // 10240), 1009, a power of two (the plan's transform alone) and its neighbours (4095: P just
   // above 2 M; 4097).
   for (const Case& c : {Case{4, 2, 8, 1, 7, 37, 5, Dtype::F32}, Case{8, 2, 64, 3, 60, 1021, 130, Dtype::F16},
                         Case{2, 1, 128, 1, 11, 500, 251, Dtype::F32}, Case{6, 2, 16, 2, 9, 9001, 40, Dtype::F32},

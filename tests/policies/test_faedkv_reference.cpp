@@ -195,7 +195,7 @@ void run_stream(const kvc_faedkv_params& params, const std::vector<bool>& expect
     step(n, true);
     check_against_model(cache.get(), model);
   }
-  for (uint32_t n : {1u, 2u, 1u}) step(n, false, false);
+  for (uint32_t n : {1u, 2u, params.recent_window, 1u}) step(n, false, false);  // R: the most an append takes
   check_against_model(cache.get(), model);
   step(1, false, false);
   step(1, true);

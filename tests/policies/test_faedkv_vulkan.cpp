@@ -43,6 +43,18 @@ TEST_CASE("FAEDKV cache: Vulkan and CPU agree over the prompt and decode steps")
         test::check_same_chunk(gpu_cache.get(), cpu_cache.get(), desc, layer, n,
                                dtype == KVC_DTYPE_F32 ? test::BackendTolerances{5e-5, 1e-5} : test::BackendTolerances{2e-3, 1.5e-3});
     }
+    // Appends no attention follows: a token that left the window waits in the spare slot; the
+    // next append (R tokens, the most one takes) folds it and R - 1 more, and leaves the R-th
+    // waiting, which kvc_cache_read folds; then a decode step again.
+    const test::BackendTolerances tolerances =
+        dtype == KVC_DTYPE_F32 ? test::BackendTolerances{5e-5, 1e-5} : test::BackendTolerances{2e-3, 1.5e-3};
+    for (uint32_t layer = 0; layer < desc.num_layers; ++layer) {
+      const test::StepInputs token = test::random_step_inputs(desc, 1);
+      for (kvc_cache* cache : {gpu_cache.get(), cpu_cache.get()})
+        REQUIRE(kvc_cache_append(cache, layer, 1, desc.dtype, token.k.data(), token.v.data()) == KVC_OK);
+      test::check_same_chunk(gpu_cache.get(), cpu_cache.get(), desc, layer, params.recent_window, tolerances, false);
+      test::check_same_chunk(gpu_cache.get(), cpu_cache.get(), desc, layer, 1, tolerances);
+    }
     kvc_cache_stats gpu_stats{sizeof(kvc_cache_stats)}, cpu_stats{sizeof(kvc_cache_stats)};
     REQUIRE(kvc_cache_stats_get(gpu_cache.get(), &gpu_stats) == KVC_OK);
     REQUIRE(kvc_cache_stats_get(cpu_cache.get(), &cpu_stats) == KVC_OK);

@@ -50,7 +50,7 @@ SoakCase faedkv_case() {
   c.faedkv.recent_window = 16;
   c.faedkv.chunks = 8;
   c.faedkv.retain_ratio = 0.25f;
-  c.memory_period = c.faedkv.recent_window;  // the window's ring turns once every R tokens
+  c.memory_period = c.faedkv.recent_window + 1;  // the window's ring (R + 1 slots) turns once every R + 1 tokens
   c.positions = PositionRule::FaedKvStream;
   c.faedkv_recent_window = c.faedkv.recent_window;
   return c;

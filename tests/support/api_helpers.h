@@ -68,9 +68,9 @@ struct BackendTolerances {
   double kv;      // K and V as kvc_cache_read returns them
 };
 
-// Appends and attends the same random chunk of n tokens of `layer` on two caches of `desc`
-// (no scores), then checks their outputs, slots, positions and K/V agree.
+// Appends and (unless `attend` is false) attends the same random chunk of n tokens of `layer`
+// on two caches of `desc` (no scores), then checks their outputs, slots, positions and K/V agree.
 void check_same_chunk(kvc_cache* gpu, kvc_cache* cpu, const kvc_cache_desc& desc, uint32_t layer, uint32_t n,
-                      const BackendTolerances& tolerances);
+                      const BackendTolerances& tolerances, bool attend = true);
 
 }  // namespace kvc::test

@@ -45,7 +45,9 @@ SETUPS = {
 ENDS_PREFILL = {kvc.Policy.SNAPKV, kvc.Policy.PYRAMIDKV, kvc.Policy.HITKV, kvc.Policy.PHITKV, kvc.Policy.FAEDKV,
                 kvc.Policy.FOURIER}
 # stats.slots_held where it is not the slots attention sees
-STORED_SLOTS = {kvc.Policy.FAEDKV: LAYERS * (4 + 16), kvc.Policy.FOURIER: LAYERS * (2 + 8)}
+# (FAEDKV: its sinks, its window and the slot of the token that left the window last, which the
+# next attention folds into the bins)
+STORED_SLOTS = {kvc.Policy.FAEDKV: LAYERS * (4 + 16 + 1), kvc.Policy.FOURIER: LAYERS * (2 + 8)}
 ROTATED_KEYS = {kvc.Policy.FAEDKV, kvc.Policy.FOURIER}  # policies that refuse libkvc's RoPE: keys arrive rotated
 
 

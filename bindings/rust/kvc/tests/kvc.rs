@@ -137,7 +137,8 @@ fn policies() -> Vec<(Policy, u32, bool, Option<u32>)> {
         (Policy::PhitKv(window), total, true, None),
         (Policy::FreqKv(FreqKvParams::default()), 128, false, None),
         // Attention sees FAEDKV's 4 sinks, its 76-token middle rebuilt from 2 of 8 DFT chunks and
-        // its 16 newest tokens: 96 slots, of which it stores 20.
+        // its 16 newest tokens: 96 slots, of which it stores 21 (and the token that left the
+        // window last, until the next attention folds it into the bins).
         (Policy::FaedKv(FaedKvParams { sinks: 4, recent_window: 16, chunks: 8, retain_ratio: 0.25, ..Default::default() }),
          96, true, Some(96)),
         // FOURIER compresses each layer at end_prefill (96 > 2 + 2*4 + 8 tokens): attention sees
