@@ -1,18 +1,20 @@
 #version 450
 // Spectral attention, the value sum, pass 2: a query head's blocks' partial sums added to the
-// held slots' share, written as query first_query's output (f16 as whole words).
+// held slots' shares (one per softmax chunk), written as query first_query's output (f16 as
+// whole words).
 layout(local_size_x_id = 0) in;  // at least HEAD_DIM / 2
 layout(constant_id = 1) const uint HEAD_DIM = 128;
 layout(constant_id = 2) const bool OUT_F16 = false;
 
 layout(binding = 0) readonly buffer Partials { vec2 partials[]; };     // [rows][num_blocks][HEAD_DIM / 2]
-layout(binding = 1) readonly buffer HeldOutput { float held_out[]; };  // [rows][HEAD_DIM]
+layout(binding = 1) readonly buffer HeldOutput { float held_out[]; };  // [rows][held_chunks][HEAD_DIM]
 layout(binding = 2) writeonly buffer Out { uint out_words[]; };        // [rows][HEAD_DIM]
 
 layout(push_constant) uniform Push {
   uint rows;  // query heads
   uint num_blocks;
   uint first_query;
+  uint held_chunks;
 } push;
 
 const uint PAIRS = HEAD_DIM / 2u;
@@ -30,7 +32,11 @@ void main() {
   barrier();
   if (t >= PAIRS) return;
   const uint element = row * HEAD_DIM + 2u * pair;
-  sum = vec2(held_out[element], held_out[element + 1u]);
+  sum = vec2(0.0);
+  for (uint c = 0u; c < push.held_chunks; ++c) {
+    const uint held = (row * push.held_chunks + c) * HEAD_DIM + 2u * pair;
+    sum += vec2(held_out[held], held_out[held + 1u]);
+  }
   for (uint other = 0u; other < lanes; ++other) sum += sums_s[other * PAIRS + pair];
   const uint out_element = push.first_query * push.rows * HEAD_DIM + element;
   if (OUT_F16) {

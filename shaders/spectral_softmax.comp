@@ -1,12 +1,13 @@
 #version 450
 // Spectral attention, the softmax, split like flash-decoding so that a long segment spreads
 // over many workgroups: workgroup (chunk, pair) takes CHUNK of the segment's logits of query
-// rows 2 pair and 2 pair + 1 (chunk 0 also their held slots'). STATISTICS: writes each row's
-// chunk maximum and sum of exp(logit - max), both in one sweep (a running maximum), and chunk
-// 0 first forms the held slots' logits (the held slots are few: sinks and the recent window;
-// excluded_slot and tokens newer than the query get none). Otherwise: merges each row's chunk
-// statistics (the workgroup together), writes the chunk's probabilities back over the spectra,
-// and chunk 0 writes the held slots' share of the output. The two rows share a sequence, a
+// rows 2 pair and 2 pair + 1, and every chunks-th held slot from slot chunk (the held slots are
+// few, sinks and the recent window; in one workgroup their serial loops were the passes' tail).
+// STATISTICS: first forms its held slots' logits (excluded_slot and tokens newer than the
+// query get none), then writes each row's chunk maximum and sum of exp(logit - max), both in one
+// sweep (a running maximum). Otherwise: merges each row's chunk statistics (the workgroup
+// together), writes the chunk's probabilities back over the spectra, and its held slots' share
+// of the output (spectral_output adds the chunks'). The two rows share a sequence, a
 // chirp-z transform (ops/chirp_z_vulkan.h) in both directions: their logits are conj(c[n] y[n]) (spectral_expand: the inverse
 // transform as the conjugate of a forward one), component 0 row 2 pair's and component 1 the
 // other's, and their probabilities p go back as (p_0 + i p_1) c[n], points M .. P - 1 zero, for
@@ -25,7 +26,7 @@ layout(constant_id = 4) const uint CHUNK = 4096;  // segment logits per workgrou
 layout(binding = 0) buffer HeldLogits { float held_logits[]; };        // [rows][num_slots]
 layout(binding = 1) readonly buffer Values { uint v_words[]; };
 layout(binding = 2) buffer Spectra { vec2 spectra[]; };                  // [(rows + 1) / 2][padded_length]
-layout(binding = 3) writeonly buffer HeldOutput { float held_out[]; };  // [rows][HEAD_DIM]
+layout(binding = 3) writeonly buffer HeldOutput { float held_out[]; };  // [rows][chunks][HEAD_DIM]
 layout(binding = 4) buffer Statistics { vec2 statistics[]; };           // [rows][chunks]: (max, sum)
 layout(binding = 5) readonly buffer Chirp { vec2 chirp[]; };            // [segment_length]
 layout(binding = 6) readonly buffer Queries { uint q_words[]; };        // [num_queries][num_q_heads][HEAD_DIM]
@@ -69,15 +70,15 @@ void main() {
   const bool second = row + 1u < push.rows;  // an odd last row has no partner
   const uint base = pair * push.padded_length;
   const uint first = chunk * CHUNK, last = min(first + CHUNK, push.segment_length);
-  const uint held_slots = chunk == 0u ? push.num_slots : 0u;
-  const uint held_base = row * push.num_slots;
+  // The held slots spread over the chunks: chunk c takes slots c, c + chunks, ...
+  const uint held_slots = push.num_slots > chunk ? (push.num_slots - chunk + chunks - 1u) / chunks : 0u;
 
   if (STATISTICS) {
     // Each thread's running (maximum, sum of exp(logit - maximum)) per row; a masked held
     // slot adds nothing.
     vec2 local_max = vec2(KVC_NEG_INF), local_sum = vec2(0.0);
     for (uint item = gl_LocalInvocationID.x; item < 2u * held_slots; item += gl_WorkGroupSize.x) {
-      const uint r = row + item / held_slots, slot = item % held_slots;
+      const uint r = row + item / held_slots, slot = chunk + chunks * (item % held_slots);
       if (r >= push.rows) continue;
       const uint cell = (r % push.num_q_heads / push.group) * push.slot_stride + slot;
       float logit = KVC_NEG_INF;
@@ -125,16 +126,18 @@ void main() {
   const vec2 row_max = workgroup_reduce(merged_max, true);
   const vec2 total = workgroup_reduce(merged_sum * exp(merged_max - row_max), false);
   const vec2 inverse_total = vec2(1.0 / total.x, second ? 1.0 / total.y : 0.0);
-  // Chunk 0's thread (row, dim) forms the held slots' share of the output.
-  for (uint item = gl_LocalInvocationID.x; item < 2u * HEAD_DIM && chunk == 0u; item += gl_WorkGroupSize.x) {
+  // Thread (row, dim) forms the chunk's held slots' share of the output.
+  for (uint item = gl_LocalInvocationID.x; item < 2u * HEAD_DIM; item += gl_WorkGroupSize.x) {
     const uint r = row + item / HEAD_DIM, d = item % HEAD_DIM;
     if (r >= push.rows) continue;
     const uint kv_head = (r % push.num_q_heads) / push.group, r_base = r * push.num_slots;
     const float r_max = r == row ? row_max.x : row_max.y;
     float held = 0.0;
-    for (uint slot = 0; slot < held_slots; ++slot)
+    for (uint j = 0; j < held_slots; ++j) {
+      const uint slot = chunk + chunks * j;
       held += exp(held_logits[r_base + slot] - r_max) * KVC_LOAD_ELEMENT(v_words, KV_F16, (kv_head * push.slot_stride + slot) * HEAD_DIM + d);
-    held_out[r * HEAD_DIM + d] = held * (r == row ? inverse_total.x : inverse_total.y);
+    }
+    held_out[(r * chunks + chunk) * HEAD_DIM + d] = held * (r == row ? inverse_total.x : inverse_total.y);
   }
   for (uint n = first + gl_LocalInvocationID.x; n < last; n += gl_WorkGroupSize.x) {
     const vec2 logits = conjugate(complex_mul(chirp[n], spectra[base + n])) * push.scale;

@@ -4,8 +4,8 @@
 // many workgroups), a forward DFT of the probabilities, and the value sum over the stored bins
 // (in blocks, then their total). A pending token (shape.fold_excluded) enters the key states in
 // the first query's bin products and the value states in its value sum, which read them
-// anyway: folding it in a pass of its own read and wrote both tables once more. Two query heads share each complex transform (their logits and probabilities are
-// real). Both length-M DFTs are chirp-z transforms over one plan (ops/chirp_z_vulkan.h; the
+// anyway: folding it in a pass of its own read and wrote both tables once more. Two query heads
+// share each complex transform (their logits and probabilities are real). Both length-M DFTs are chirp-z transforms over one plan (ops/chirp_z_vulkan.h; the
 // inverse as the conjugate of a forward one, from the span of the stored bins and their mirrors
 // to every point; the forward one from every point to the span), their chirps taken in the
 // passes around them. A chunk of queries takes its queries in turn through the same plan, so
@@ -52,7 +52,7 @@ struct ValueSumPush {
   float folded;
 };
 struct OutputPush {
-  uint32_t rows, num_blocks, first_query;
+  uint32_t rows, num_blocks, first_query, held_chunks;
 };
 
 size_t aligned(size_t bytes) { return (bytes + kBindingAlignment - 1) / kBindingAlignment * kBindingAlignment; }
@@ -87,7 +87,7 @@ void spectral_attention_vulkan(Backend& backend, const SpectralAttentionShape& s
   const vk::BufferSlice spectra = transform.plan->data();
   const uint32_t chunks = (M + kSoftmaxChunk - 1) / kSoftmaxChunk;
   const size_t products_bytes = aligned(size_t(rows) * shape.num_bins * 8), held_logits_bytes = aligned(size_t(rows) * shape.num_slots * 4),
-               held_bytes = aligned(size_t(rows) * dim * 4), statistics_bytes = aligned(size_t(rows) * chunks * 8),
+               held_bytes = aligned(size_t(rows) * chunks * dim * 4), statistics_bytes = aligned(size_t(rows) * chunks * 8),
                partials_bytes = size_t(rows) * blocks * dim * 4;
   Tensor& work = backend.scratch(ScratchId::SpectralAttentionWork,
                                  products_bytes + held_logits_bytes + held_bytes + statistics_bytes + partials_bytes);
@@ -125,7 +125,7 @@ void spectral_attention_vulkan(Backend& backend, const SpectralAttentionShape& s
     recorder.dispatch({"spectral_value_sum", 6, sizeof(ValueSumPush), {kWorkgroupSize, dim, block_bins, f16, fold}},
                       {slice(args.spectrum_v), slice(args.bins), spectra, partials, span_chirp, slice(args.v)}, &value_push,
                       block_groups, shape.num_kv_heads);
-    const OutputPush output_push{rows, blocks, query};
+    const OutputPush output_push{rows, blocks, query, chunks};
     recorder.dispatch({"spectral_output", 3, sizeof(OutputPush), {kWorkgroupSize, dim, f16}}, {partials, held, slice(args.out)},
                       &output_push, rows);
   }
