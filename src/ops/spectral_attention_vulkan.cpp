@@ -5,12 +5,13 @@
 // (in blocks, then their total). A pending token (shape.fold_excluded) enters the key states in
 // the first query's bin products and the value states in its value sum, which read them
 // anyway: folding it in a pass of its own read and wrote both tables once more. Two query heads
-// share each complex transform (their logits and probabilities are real). Both length-M DFTs are chirp-z transforms over one plan (ops/chirp_z_vulkan.h; the
-// inverse as the conjugate of a forward one, from the span of the stored bins and their mirrors
-// to every point; the forward one from every point to the span), their chirps taken in the
-// passes around them. A chunk of queries takes its queries in turn through the same plan, so
-// one plan of num_q_heads / 2 transforms per padded length serves every call, and every M of
-// that padded length (spectral_attention_keep keeps it and the chirp filter).
+// share each complex transform (their logits and probabilities are real). Both length-M DFTs
+// are chirp-z transforms over one plan (ops/chirp_z_vulkan.h; the inverse as the conjugate of a
+// forward one, from the span of the stored bins and their mirrors to every point; the forward
+// one from every point to the span), their chirps taken in the passes around them. A chunk of
+// queries takes its queries in turn through the same plan, so one plan of num_q_heads / 2
+// transforms per padded length serves every call, and every M of that padded length
+// (spectral_attention_keep keeps it and the chirp filter).
 #include <algorithm>
 #include <cmath>
 

@@ -56,7 +56,7 @@ def test_full_policy_equals_eager_attention(context, model, rng):
     (kvc.Policy.H2O, 16, kvc.EvictionParams(sinks=2, chunk_slots=8), 8, 16, None),
     (kvc.Policy.FREQKV, 24, kvc.FreqKVParams(), 8, None, None),
     (kvc.Policy.FAEDKV, PROMPT, kvc.FaedKVParams(sinks=4, recent_window=8, chunks=4, retain_ratio=0.5), None, PROMPT,
-     2 * (4 + 8)),
+     2 * (4 + 8 + 1)),  # sinks, window and the slot of the token the next attention folds
 ], ids=["snapkv", "streaming", "h2o", "freqkv", "faedkv"])
 def test_compressing_policy_generates_within_its_budget(context, model, rng, policy, capacity, params, prefill_chunk,
                                                         held, stored):
