@@ -58,17 +58,16 @@ void main() {
       const uint pair = lane + i * LANES;
       s[i] = valid && pair < PAIRS ? key_states[state + pair] : vec4(0.0);
     }
-    // The pending token's dims and the bin's twiddle, also asked for before the queries' barrier.
-    vec2 x[MAX_PAIRS_PER_LANE];
-    vec2 twiddle = vec2(0.0);
     if (FOLD && valid) {
+      const float angle = -KVC_TWO_PI * float(kvc_mulmod(bins[b], push.folded_point, push.segment_length)) / float(push.segment_length);
+      const vec2 twiddle = vec2(cos(angle), sin(angle));
       [[unroll]] for (uint i = 0u; i < MAX_PAIRS_PER_LANE; ++i) {
         const uint pair = lane + i * LANES;
-        x[i] = pair < PAIRS ? vec2(KVC_LOAD_ELEMENT(k_words, F16, pending + 2u * pair), KVC_LOAD_ELEMENT(k_words, F16, pending + 2u * pair + 1u))
-                            : vec2(0.0);
+        if (pair >= PAIRS) continue;
+        const vec2 x = vec2(KVC_LOAD_ELEMENT(k_words, F16, pending + 2u * pair), KVC_LOAD_ELEMENT(k_words, F16, pending + 2u * pair + 1u));
+        s[i] = (push.folded * s[i] + vec4(x.x * twiddle, x.y * twiddle)) / (push.folded + 1.0);
+        key_states[state + pair] = s[i];
       }
-      const float angle = -KVC_TWO_PI * float(kvc_mulmod(bins[b], push.folded_point, push.segment_length)) / float(push.segment_length);
-      twiddle = vec2(cos(angle), sin(angle));
     }
     // The group's heads in blocks the registers hold.
     for (uint first = 0u; first < push.group; first += KVC_MAX_GROUP_BLOCK) {
@@ -77,13 +76,6 @@ void main() {
       for (uint i = t; i < heads * HEAD_DIM; i += gl_WorkGroupSize.x)
         q_s[i] = KVC_LOAD_ELEMENT(q_words, F16, (q_row0 + first) * HEAD_DIM + i);
       barrier();
-      if (FOLD && valid && first == 0u)
-        [[unroll]] for (uint i = 0u; i < MAX_PAIRS_PER_LANE; ++i) {
-          const uint pair = lane + i * LANES;
-          if (pair >= PAIRS) continue;
-          s[i] = (push.folded * s[i] + vec4(x[i].x * twiddle, x[i].y * twiddle)) / (push.folded + 1.0);
-          key_states[state + pair] = s[i];
-        }
       vec2 sums[KVC_MAX_GROUP_BLOCK];
       [[unroll]] for (uint g = 0u; g < KVC_MAX_GROUP_BLOCK; ++g) sums[g] = vec2(0.0);
       [[unroll]] for (uint i = 0u; i < MAX_PAIRS_PER_LANE; ++i) {

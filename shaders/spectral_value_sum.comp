@@ -77,6 +77,17 @@ void main() {
       s[i] = bin_lane < BIN_LANES && i * BIN_LANES < BLOCK_BINS && b < end ? value_states[(kv_head * push.num_bins + b) * PAIRS + pair]
                                                                             : vec4(0.0);
     }
+    if (FOLD) {
+      const vec2 x = vec2(KVC_LOAD_ELEMENT(v_words, V_F16, pending), KVC_LOAD_ELEMENT(v_words, V_F16, pending + 1u));
+      [[unroll]] for (uint i = 0u; i < MAX_BINS_PER_LANE; ++i) {
+        const uint b = first_bin + bin_lane + i * BIN_LANES;
+        if (bin_lane >= BIN_LANES || i * BIN_LANES >= BLOCK_BINS || b >= end) continue;
+        const float angle = -KVC_TWO_PI * float(kvc_mulmod(bins[b], push.folded_point, push.segment_length)) / float(push.segment_length);
+        const vec2 twiddle = vec2(cos(angle), sin(angle));
+        s[i] = (push.folded * s[i] + vec4(x.x * twiddle, x.y * twiddle)) / (push.folded + 1.0);
+        value_states[(kv_head * push.num_bins + b) * PAIRS + pair] = s[i];
+      }
+    }
     for (uint first = 0u; first < push.group; first += KVC_MAX_GROUP_BLOCK) {
       const uint heads = min(KVC_MAX_GROUP_BLOCK, push.group - first);
       barrier();  // the previous block's shared values are read
@@ -84,18 +95,6 @@ void main() {
         if (first_bin + i % BLOCK_BINS < end)
           weighted_s[i] = weighted_probability(row_base + first + i / BLOCK_BINS, first_bin + i % BLOCK_BINS);
       barrier();
-      // The fold after the probabilities' loads: their latency and the states' overlap.
-      if (FOLD && first == 0u) {
-        const vec2 x = vec2(KVC_LOAD_ELEMENT(v_words, V_F16, pending), KVC_LOAD_ELEMENT(v_words, V_F16, pending + 1u));
-        [[unroll]] for (uint i = 0u; i < MAX_BINS_PER_LANE; ++i) {
-          const uint b = first_bin + bin_lane + i * BIN_LANES;
-          if (bin_lane >= BIN_LANES || i * BIN_LANES >= BLOCK_BINS || b >= end) continue;
-          const float angle = -KVC_TWO_PI * float(kvc_mulmod(bins[b], push.folded_point, push.segment_length)) / float(push.segment_length);
-          const vec2 twiddle = vec2(cos(angle), sin(angle));
-          s[i] = (push.folded * s[i] + vec4(x.x * twiddle, x.y * twiddle)) / (push.folded + 1.0);
-          value_states[(kv_head * push.num_bins + b) * PAIRS + pair] = s[i];
-        }
-      }
       vec2 sums[KVC_MAX_GROUP_BLOCK];
       [[unroll]] for (uint g = 0u; g < KVC_MAX_GROUP_BLOCK; ++g) sums[g] = vec2(0.0);
       [[unroll]] for (uint i = 0u; i < MAX_BINS_PER_LANE; ++i) {
