@@ -76,6 +76,16 @@ void check_case(Backend& gpu, const Case& c, const std::vector<uint32_t>& bins, 
   }
 }
 
+// c.num_bins distinct random bins <= M / 2, sorted.
+std::vector<uint32_t> random_bins(const Case& c) {
+  std::vector<uint32_t> all(c.segment_length / 2 + 1);
+  std::iota(all.begin(), all.end(), 0u);
+  std::shuffle(all.begin(), all.end(), test::rng());
+  std::vector<uint32_t> bins(all.begin(), all.begin() + c.num_bins);
+  std::sort(bins.begin(), bins.end());
+  return bins;
+}
+
 }  // namespace
 
 TEST_CASE("spectral_attention on Vulkan equals the CPU reference") {
@@ -94,13 +104,7 @@ TEST_CASE("spectral_attention on Vulkan equals the CPU reference") {
                         Case{4, 1, 16, 1, 5, 97, 20, Dtype::F32}, Case{8, 2, 32, 1, 9, 1009, 100, Dtype::F16},
                         Case{4, 2, 16, 1, 7, 4095, 64, Dtype::F32}, Case{4, 2, 16, 1, 7, 4096, 64, Dtype::F32},
                         Case{2, 2, 16, 1, 7, 4097, 64, Dtype::F32}, Case{5, 1, 16, 1, 7, 4099, 300, Dtype::F32}}) {
-    // Distinct bins <= M/2 (the third case keeps every one).
-    std::vector<uint32_t> all(c.segment_length / 2 + 1);
-    std::iota(all.begin(), all.end(), 0u);
-    std::shuffle(all.begin(), all.end(), test::rng());
-    std::vector<uint32_t> bins(all.begin(), all.begin() + c.num_bins);
-    std::sort(bins.begin(), bins.end());
-    check_case(*gpu, c, bins, false);
+    check_case(*gpu, c, random_bins(c), false);  // the third case keeps every bin
   }
   CHECK(test::validation_messages() == 0);
 }
@@ -129,24 +133,16 @@ TEST_CASE("spectral_attention on Vulkan over the span of its bins equals the CPU
 TEST_CASE("spectral_attention on Vulkan folding an excluded slot's token equals the CPU reference") {
   Backend* gpu = test::vulkan_backend();
   REQUIRE(gpu != nullptr);
-  // Groups of 1 to 12 query heads (above 8 the passes take the group in two blocks, the second
-  // reading the states the first folded), several queries (only the first folds), runs of bins
+  // Groups of 1 to 12 query heads (above 8 the passes take the group in two blocks, both over
+  // the states folded once), several queries (only the first folds), runs of bins
   // and random ones, odd head dims and segments of several softmax chunks.
   for (const Case& c : {Case{4, 2, 8, 1, 7, 37, 5, Dtype::F32}, Case{8, 2, 64, 3, 60, 1021, 130, Dtype::F16},
                         Case{12, 1, 24, 2, 9, 301, 40, Dtype::F32}, Case{10, 1, 40, 1, 5, 4099, 300, Dtype::F16},
                         Case{3, 3, 8, 1, 3, 2, 2, Dtype::F32}, Case{6, 2, 16, 2, 9, 9001, 400, Dtype::F32}})
     for (const bool run : {false, true}) {
       std::vector<uint32_t> bins(c.num_bins);
-      if (run) {
-        std::iota(bins.begin(), bins.end(), 0u);
-      } else {
-        std::vector<uint32_t> all(c.segment_length / 2 + 1);
-        std::iota(all.begin(), all.end(), 0u);
-        std::shuffle(all.begin(), all.end(), test::rng());
-        std::copy(all.begin(), all.begin() + c.num_bins, bins.begin());
-        std::sort(bins.begin(), bins.end());
-      }
-      check_case(*gpu, c, bins, run, true);
+      std::iota(bins.begin(), bins.end(), 0u);
+      check_case(*gpu, c, run ? bins : random_bins(c), run, true);
     }
   CHECK(test::validation_messages() == 0);
 }
