@@ -445,7 +445,8 @@ KVC_API kvc_status kvc_attend(kvc_cache* cache, uint32_t layer, uint32_t n_queri
 
 /* Slots `layer` holds now, as attention and kvc_cache_read see them (FAEDKV after the prompt:
  * sinks + the reconstructed segment + the recent window, of which kvc_cache_stats counts only
- * the slots it stores: the sinks, the window and the slot of a token waiting to be folded). */
+ * the slots it stores: the sinks, the window and a spare slot, where the token that left the
+ * window last waits until the next attention folds it). */
 KVC_API kvc_status kvc_cache_layer_slots(const kvc_cache* cache, uint32_t layer,
                                          uint32_t* out_slots);
 
@@ -612,9 +613,10 @@ KVC_API kvc_status kvc_attend_batch_device(kvc_context* context, uint32_t n_cach
  * 32); FAEDKV and FOURIER, once compressed, first fold the tokens leaving their window on their
  * own as on every append (FAEDKV's last one waits for the next attention), and a chunk that
  * wraps their window takes two places in a group. A group of one chunk, a device that cannot
- * index storage-buffer arrays dynamically, and every chunk under the environment variable KVC_BATCH_DECODE=per_cache (a benchmark's comparison
- * switch, which also turns off kvc_attend_batch_device's batched kernels) take the one-cache
- * append kernel instead, with the same results.
+ * index storage-buffer arrays dynamically, and every chunk under the environment variable
+ * KVC_BATCH_DECODE=per_cache (a benchmark's comparison switch, which also turns off
+ * kvc_attend_batch_device's batched kernels) take the one-cache append kernel instead, with the
+ * same results.
  * Device inputs are not checked for NaN or Inf (as kvc_cache_append_device's). Every check
  * runs before anything changes, and a message names the failing index: n_caches from 1 to
  * KVC_APPEND_BATCH_MAX_CACHES and no NULL array first, then index by index in order: the cache

@@ -3,7 +3,7 @@
 // ChirpFilter): the plans serve every M of the same padded length P, so a prompt of a new length plans
 // nothing when its P was seen before (planning a VkFFT transform costs 0.2-0.3 s of host time
 // on the H100). Only the bins of a span (ops/bin_span.h) are formed, or taken as input, so P
-// holds M + span - 1 points (FAEDKV's default chunks at M = 32707: 49152 points, not 65536).
+// holds M + span - 1 points (FAEDKV's default chunks at M = 32707: 40960 points, not 65536).
 // Each span has a filter of its own (P points), and spans of other lengths may take plans of
 // other lengths: FAEDKV layers whose chosen chunks differ (a caller's table) hold one each.
 // The kernels around the transform premultiply by a chirp and zero-pad (the ops' pack and

@@ -11,10 +11,10 @@
 // would read and write both tables once more. What must leave before that (a pending token when
 // another append comes first; all but the last of several tokens appended at once) is folded
 // by ops/spectral_fold as the append is recorded. So attention sees sinks, the reconstructed
-// segment and exactly the last R tokens (eq. 13). Attention is computed from the bins (ops/spectral_attention), never
-// from a rebuilt segment (eq. 11's sparse IDFT is what it avoids). Keys are transformed as the
-// model stores them (after its RoPE): libkvc's own RoPE is refused. ../shared/DESIGN.md: N in
-// eq. 9 is the number of tokens folded so far.
+// segment and exactly the last R tokens (eq. 13). Attention is computed from the bins
+// (ops/spectral_attention), never from a rebuilt segment (eq. 11's sparse IDFT is what it
+// avoids). Keys are transformed as the model stores them (after its RoPE): libkvc's own RoPE is
+// refused. ../shared/DESIGN.md: N in eq. 9 is the number of tokens folded so far.
 #pragma once
 
 #include <memory>

@@ -121,10 +121,11 @@ class ChirpFilter {
 // plans nothing.
 //
 // The budget: what the plans nobody keeps may hold across trim() (their data buffers; VkFFT's
-// own work buffers come on top): the plans chirp-z transforms of every length share. Each costs 0.2-0.3 s of host time to plan on the H100 (KVC_PROFILE), more than FAEDKV's
-// whole prompt transform takes on the GPU; 256 MiB holds FAEDKV's prefill plan at L = 128K
-// (at most P = 2^18, 64 sequences: 128 MiB; 3 * 2^16 for its default chunks) beside its decode
-// plan (16 sequences: at most 32 MiB). Plans of those lengths stay whoever made them.
+// own work buffers come on top): the plans chirp-z transforms of every length share. Each
+// costs 0.2-0.3 s of host time to plan on the H100 (KVC_PROFILE), more than FAEDKV's whole
+// prompt transform takes on the GPU; 256 MiB holds FAEDKV's prefill plan at L = 128K (at most
+// P = 2^18, 64 sequences: 128 MiB; 5 * 2^15 for its default chunks) beside its decode plan (16
+// sequences: at most 32 MiB). Plans of those lengths stay whoever made them.
 constexpr size_t kRetainedPlanBytes = size_t(256) << 20;
 
 class FftPlans {

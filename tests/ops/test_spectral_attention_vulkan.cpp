@@ -116,11 +116,13 @@ TEST_CASE("spectral_attention on Vulkan over the span of its bins equals the CPU
   // mirrors fill: the lowest (around 0, FAEDKV's default chunks), one around M / 4 (a span
   // through the middle), the highest (up to M / 2: a span excluding 0), at odd, prime and
   // power-of-two-neighbouring lengths and a softmax of several chunks (9001); where P = M (the
-  // power of two 64, and 48 = 3 * 16 with bin 0 or 24 alone) the plan's transform alone.
+  // power of two 64, and 48 = 3 * 16, 40 = 5 * 8 and 56 = 7 * 8 with bin 0 or M / 2 alone) the
+  // plan's transform alone.
   for (const Case& c : {Case{4, 2, 8, 1, 7, 37, 5, Dtype::F32}, Case{8, 2, 64, 2, 60, 1021, 93, Dtype::F16},
                         Case{4, 2, 8, 1, 3, 48, 1, Dtype::F32}, Case{4, 2, 16, 1, 5, 64, 6, Dtype::F32},
                         Case{4, 1, 16, 1, 5, 97, 9, Dtype::F32}, Case{6, 2, 16, 2, 9, 9001, 400, Dtype::F32},
-                        Case{4, 2, 16, 1, 7, 4097, 64, Dtype::F32}, Case{3, 1, 24, 1, 5, 4099, 300, Dtype::F16}}) {
+                        Case{4, 2, 16, 1, 7, 4097, 64, Dtype::F32}, Case{3, 1, 24, 1, 5, 4099, 300, Dtype::F16},
+                        Case{4, 2, 8, 1, 3, 40, 1, Dtype::F32}, Case{4, 2, 8, 1, 3, 56, 1, Dtype::F32}}) {
     for (const uint32_t first : {0u, c.segment_length / 4, c.segment_length / 2 + 1 - c.num_bins}) {
       std::vector<uint32_t> bins(c.num_bins);
       std::iota(bins.begin(), bins.end(), first);
@@ -135,10 +137,12 @@ TEST_CASE("spectral_attention on Vulkan folding an excluded slot's token equals 
   REQUIRE(gpu != nullptr);
   // Groups of 1 to 12 query heads (above 8 the passes take the group in two blocks, both over
   // the states folded once), several queries (only the first folds), runs of bins
-  // and random ones, odd head dims and segments of several softmax chunks.
+  // and random ones, odd head dims and segments of several softmax chunks, one with fewer held
+  // slots than chunks and the largest head dim (the value sum's threads then hold 8 bins each).
   for (const Case& c : {Case{4, 2, 8, 1, 7, 37, 5, Dtype::F32}, Case{8, 2, 64, 3, 60, 1021, 130, Dtype::F16},
                         Case{12, 1, 24, 2, 9, 301, 40, Dtype::F32}, Case{10, 1, 40, 1, 5, 4099, 300, Dtype::F16},
-                        Case{3, 3, 8, 1, 3, 2, 2, Dtype::F32}, Case{6, 2, 16, 2, 9, 9001, 400, Dtype::F32}})
+                        Case{3, 3, 8, 1, 3, 2, 2, Dtype::F32}, Case{6, 2, 16, 2, 9, 9001, 400, Dtype::F32},
+                        Case{4, 2, 256, 1, 3, 9001, 40, Dtype::F16}})
     for (const bool run : {false, true}) {
       std::vector<uint32_t> bins(c.num_bins);
       std::iota(bins.begin(), bins.end(), 0u);

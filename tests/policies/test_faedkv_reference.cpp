@@ -361,6 +361,15 @@ TEST_CASE("kvc_faedkv_ablate returns the layer with one chunk of its middle's sp
   CHECK(kvc_faedkv_ablate(cache.get(), 0, &params, 0, prompt - 1, KVC_DTYPE_F32, spare.data(), nullptr) == KVC_ERROR_BUFFER_TOO_SMALL);
   params.chunks = 33;  // S + R + C = 41 > 40 tokens held
   CHECK(kvc_faedkv_ablate(cache.get(), 0, &params, 0, prompt, KVC_DTYPE_F32, spare.data(), nullptr) == KVC_ERROR_BAD_STATE);
+  // A FAEDKV cache past its prompt is refused, even where its stored slots (S + R and the spare)
+  // are as many as it shows (S + M + R at M = 1).
+  kvc_faedkv_params one_chunk = small_params();
+  one_chunk.chunks = 1;
+  test::CachePtr compressed = test::make_cache(context.get(), faedkv_desc(&one_chunk));
+  const uint32_t shortest = one_chunk.sinks + one_chunk.recent_window + 1;
+  REQUIRE(kvc_cache_append(compressed.get(), 0, shortest, KVC_DTYPE_F32, k.data(), v.data()) == KVC_OK);
+  REQUIRE(kvc_cache_end_prefill(compressed.get()) == KVC_OK);
+  CHECK(kvc_faedkv_ablate(compressed.get(), 0, &one_chunk, 0, prompt, KVC_DTYPE_F32, spare.data(), nullptr) == KVC_ERROR_BAD_STATE);
 }
 
 }  // namespace kvc

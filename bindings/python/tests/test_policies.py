@@ -33,7 +33,7 @@ SETUPS = {
     # FreqKV compresses the 124 slots after 4 sinks to 62 whenever a layer holds N = 128.
     kvc.Policy.FREQKV: (FREQKV_WINDOW, kvc.FreqKVParams(), None),
     # FAEDKV: attention sees the 4 sinks, the 76-token middle rebuilt from 2 of 8 DFT chunks, and
-    # the 16 newest tokens; it stores only the sinks and the window as slots (STORED_SLOTS).
+    # the 16 newest tokens; it stores the sinks, the window and a spare slot (STORED_SLOTS).
     kvc.Policy.FAEDKV: (PROMPT, kvc.FaedKVParams(sinks=4, recent_window=16, chunks=8, retain_ratio=0.25), PROMPT),
     # FOURIER (capacity holds prompt and decode): end_prefill compresses each layer (96 > 2 + 2*4 + 8 tokens) into
     # 2 sinks, a middle whose chosen dims are 2*4 coefficients and grows by each decode token, and the 8 newest
