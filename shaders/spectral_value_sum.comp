@@ -4,9 +4,9 @@
 // kv head's group, P the forward transform of the segment's probabilities. First its threads
 // form each (head, bin)'s w_b P[k_b] once, in shared memory; then thread (dim pair, bin lane)
 // takes every BIN_LANES-th bin of the block, reading each value state once for the group (all
-// before the sums, held in registers), and the bin lanes' sums meet in shared memory. Rows 2s and 2s + 1 share transformed sequence s
-// (Z = P_2s + i P_2s+1 for real probabilities), separated at the bin as (Z[k] + conj Z[M-k]) / 2
-// and (Z[k] - conj Z[M-k]) / 2i. The forward transform is a chirp-z transform to the span of
+// before the sums, held in registers), and the bin lanes' sums meet in shared memory. Rows 2s
+// and 2s + 1 share transformed sequence s (Z = P_2s + i P_2s+1 for real probabilities),
+// separated at the bin as (Z[k] + conj Z[M-k]) / 2 and (Z[k] - conj Z[M-k]) / 2i. The forward transform is a chirp-z transform to the span of
 // the bins and their mirrors (ops/chirp_z_vulkan.h): Z[k] is the sequence's point
 // j = k - span_first (mod M) times the span's chirp at j. With FOLD, the window's pending token
 // first enters every state, as in spectral_bin_products.comp, and the state is written back.
@@ -17,7 +17,7 @@
 #include "elements.glsl"
 #include "modular.glsl"
 
-layout(local_size_x_id = 0) in;  // at least HEAD_DIM / 2 and BLOCK_BINS * KVC_MAX_GROUP_BLOCK
+layout(local_size_x_id = 0) in;  // at least HEAD_DIM / 2
 layout(constant_id = 1) const uint HEAD_DIM = 128;
 layout(constant_id = 2) const uint BLOCK_BINS = 32;  // at most 8 * BIN_LANES
 layout(constant_id = 3) const bool V_F16 = false;
