@@ -1,9 +1,8 @@
 // kvc-bench rows for FourierAttention (issue 12) in the paper's setting (sec. 4.1: 4 initial and
 // 1024 local tokens, N = 512, the inverted pyramid) at L = 32K, 32 layers, 32 q / 8 kv heads,
 // d = 128, f16: the compression of a prompt's middle (every layer's K and V), and a decode step
-// (every layer's eq. 6 fold of the token leaving the window and its attention, by the
-// factorized route the policy takes and by the fused one) beside a FULL decode step over the
-// same L (no RoPE in either: FOURIER takes rotated keys).
+// (every layer's eq. 6 fold of the token leaving the window and its attention) beside a FULL
+// decode step over the same L (no RoPE in either: FOURIER takes rotated keys).
 #include <algorithm>
 #include <string>
 
@@ -87,10 +86,10 @@ struct FourierLayerState {
 };
 
 void add_decode_rows(Backend& backend, const Timing& timing, const RowOptions& options, const FourierSetting& setting, Report& report) {
-  const uint32_t full_slots = kSinks + setting.local, middle_capacity = setting.middle() + 1;
+  // The middle's runs hold one more token (the fold's), rounded up to 8 as the policy's are.
+  const uint32_t full_slots = kSinks + setting.local, middle_capacity = (setting.middle() + 1 + 7) / 8 * 8;
   const size_t full_bytes = size_t(kKvHeads) * full_slots * kHeadDim * 2;
   auto k = make_random(backend, full_bytes, Dtype::F16), v = make_random(backend, full_bytes, Dtype::F16);
-  auto positions = std::make_unique<Tensor>(backend, size_t(kKvHeads) * full_slots * 4);
   auto q = make_random(backend, size_t(kQHeads) * kHeadDim * 2, Dtype::F16);
   auto out = std::make_unique<Tensor>(backend, size_t(kQHeads) * kHeadDim * 2);
   std::vector<uint32_t> identity(size_t(kKvHeads) * kHeadDim);
@@ -121,15 +120,13 @@ void add_decode_rows(Backend& backend, const Timing& timing, const RowOptions& o
     state_of_layer.push_back(index);
   }
 
-  for (auto [name, route] : {std::pair{"fourier_decode_step", ops::FourierAttentionRoute::Factorized},
-                             std::pair{"fourier_decode_step_fused", ops::FourierAttentionRoute::Fused}}) {
-    if (!options.wants(name)) continue;
+  if (options.wants("fourier_decode_step")) {
     ops::FourierAttentionShape prepare;
     prepare.num_q_heads = kQHeads;
     prepare.window_length = setting.length;
     ops::fourier_attention_prepare(backend, prepare);
     Row row;
-    row.name = name;
+    row.name = "fourier_decode_step";
     row.shape = setting.shape();
     row.dtype = "f16";
     double bytes = 0;
@@ -142,12 +139,11 @@ void add_decode_rows(Backend& backend, const Timing& timing, const RowOptions& o
                            full_slots, kSinks, 1, setting.middle(), middle_capacity, Dtype::F16},
                           {view(*k), view(*v), view(*dims), view(*dims), view(*state.key_coefficients),
                            view(*state.value_coefficients), view(*state.key_packed), view(*state.value_packed)});
-        ops::FourierAttentionShape shape{kQHeads,          kKvHeads, kHeadDim, full_slots, full_slots,
-                                         int32_t(setting.length), setting.middle() + 1, middle_capacity, setting.states,
-                                         setting.length,   state.key_compressed,        state.value_compressed, Dtype::F16, {},
-                                         route};
+        const ops::FourierAttentionShape shape{kQHeads,        kKvHeads,      kHeadDim,        full_slots,
+                                               full_slots,     setting.middle() + 1, middle_capacity, setting.states,
+                                               setting.length, state.key_compressed, state.value_compressed, Dtype::F16};
         ops::fourier_attention(backend, shape,
-                               {view(*q), view(*k), view(*v), view(*positions), View{}, view(*state.key_packed),
+                               {view(*q), view(*k), view(*v), view(*state.key_packed),
                                 view(*state.value_packed), view(*dims), view(*dims), view(*state.key_coefficients),
                                 view(*state.value_coefficients), view(*state.key_affine), view(*state.value_affine), view(*out)});
       }

@@ -13,13 +13,14 @@ layout(binding = 1) readonly buffer KeyHalves { uvec2 k_halves[]; };  // and in 
 layout(binding = 2) readonly buffer Values { uvec4 v_vec[]; };
 layout(binding = 3) readonly buffer Positions { int positions[]; };
 layout(binding = 4) readonly buffer Turns { uvec2 turns[]; };
-layout(binding = 5) writeonly buffer Partials { float partials[]; };  // [num_q_heads][num_splits][HEAD_DIM + 2]
+layout(binding = 5) writeonly buffer Partials { float partials[]; };  // [num_q_heads][partials_per_head][HEAD_DIM + 2]
 layout(binding = 6) writeonly buffer Logits { float logits[]; };      // [num_q_heads][num_slots], WRITE_LOGITS only
 
 layout(push_constant) uniform Push {
   uint num_slots;
   uint slot_stride;
   uint num_splits;
+  uint partials_per_head;  // of partials[]: num_splits, or more (FourierAttention's middle, shaders/fourier_middle_partials.comp)
   uint group_size;
   float scale;  // 1 / sqrt(HEAD_DIM)
 } push;
@@ -34,5 +35,6 @@ layout(push_constant) uniform Push {
 #include "decode_split.glsl"
 
 void main() {
-  decode_split(DecodeRange(push.num_slots, push.slot_stride, gl_WorkGroupID.x, push.num_splits, 0u, push.group_size, push.scale));
+  decode_split(DecodeRange(push.num_slots, push.slot_stride, gl_WorkGroupID.x, push.num_splits, push.partials_per_head, 0u,
+                           push.group_size, push.scale));
 }

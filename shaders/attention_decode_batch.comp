@@ -49,6 +49,6 @@ void main() {
   const uint split_entry = push.table_base + CACHE_FIELDS * CACHES + 2 * gl_WorkGroupID.x;
   cache = table[split_entry];
   const uint record = push.table_base + CACHE_FIELDS * cache;
-  decode_split(DecodeRange(table[record], table[record + 1], table[split_entry + 1], table[record + 2], table[record + 3],
+  decode_split(DecodeRange(table[record], table[record + 1], table[split_entry + 1], table[record + 2], table[record + 2], table[record + 3],
                            push.group_size, push.scale));
 }

@@ -12,8 +12,8 @@
 // dispatch. The grid's z picks the part (0: rows, dims, coefficients; 1: their second_*), and
 // the threads span every dim of a head: the first num_dims (the compressed ones, dims' order)
 // are projected as above, and the others pack their element of the segment's tokens (bin
-// blocks taking them in turn) into the part's packed middle at row first_index + i. Packed f16 rows of odd length
-// share words, so an element is written by clearing and setting its half atomically.
+// blocks taking them in turn) into the part's packed middle, dim-major, at token first_index + i
+// of the dim's run, a word (two f16 tokens) per thread.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 
@@ -30,7 +30,7 @@ layout(binding = 2) buffer Coefficients { float coefficients[]; };     // [heads
 layout(binding = 3) readonly buffer SecondRows { uint second_row_words[]; };  // FOLD: V's, as above
 layout(binding = 4) readonly buffer SecondDims { uint second_dims[]; };
 layout(binding = 5) buffer SecondCoefficients { float second_coefficients[]; };
-layout(binding = 6) buffer Packed { uint packed_words[]; };            // FOLD: [heads][packed_stride][head_dim - num_dims]
+layout(binding = 6) buffer Packed { uint packed_words[]; };            // FOLD: [heads][head_dim - num_dims][packed_stride]
 layout(binding = 7) buffer SecondPacked { uint second_packed_words[]; };
 
 layout(push_constant) uniform Push {
@@ -43,7 +43,7 @@ layout(push_constant) uniform Push {
   uint segment_length;
   uint first_index;
   uint second_num_dims;  // FOLD
-  uint packed_stride;    // FOLD: rows per head of the packed middles
+  uint packed_stride;    // FOLD: tokens per dim's run of the packed middles
 } push;
 
 const uint WG = gl_WorkGroupSize.x;
@@ -63,22 +63,11 @@ void set_coefficient(uint part, uint index, float value) {
   else second_coefficients[index] = value;
 }
 
-// Element e of part `part`'s packed middle.
-void set_packed(uint part, uint e, float value) {
-  if (ROWS_F16) {
-    const uint shift = 16u * (e & 1u), bits = (packHalf2x16(vec2(value, 0.0)) & 0xffffu) << shift;
-    if (part == 0u) {
-      atomicAnd(packed_words[e >> 1], ~(0xffffu << shift));
-      atomicOr(packed_words[e >> 1], bits);
-    } else {
-      atomicAnd(second_packed_words[e >> 1], ~(0xffffu << shift));
-      atomicOr(second_packed_words[e >> 1], bits);
-    }
-  } else if (part == 0u) {
-    packed_words[e] = floatBitsToUint(value);
-  } else {
-    second_packed_words[e] = floatBitsToUint(value);
-  }
+// Word w of part `part`'s packed middle (f16: two tokens of a dim's run).
+uint packed_word(uint part, uint w) { return part == 0u ? packed_words[w] : second_packed_words[w]; }
+void set_packed_word(uint part, uint w, uint bits) {
+  if (part == 0u) packed_words[w] = bits;
+  else second_packed_words[w] = bits;
 }
 
 void main() {
@@ -111,12 +100,24 @@ void main() {
     }
   }
   if (FOLD && !live && j < push.head_dim) {
-    // Bin block b packs tokens b, b + bin blocks, ...: a long segment's packing spreads over
-    // the grid (a decode step's one token is bin block 0's).
+    // Bin block b packs words b, b + bin blocks, ... of the dim's run (a long segment's packing
+    // spreads over the grid; a decode step's one token is bin block 0's). In f16 a word's two
+    // tokens are one thread's, so no other thread writes it: a token outside the segment keeps
+    // its half, read and written back.
     const uint kept = push.head_dim - num_dims, u = j - num_dims, bin_blocks = gl_NumWorkGroups.x / dim_blocks;
-    for (uint i = first_bin / BINS; i < push.segment_length; i += bin_blocks)
-      set_packed(part, (head * push.packed_stride + push.first_index + i) * kept + u,
-                 row_element(part, (first_row + i) * push.head_dim + dim));
+    const uint per_word = ROWS_F16 ? 2u : 1u, run = (head * kept + u) * push.packed_stride;  // even in f16
+    const uint end = push.first_index + push.segment_length;
+    for (uint w = push.first_index / per_word + first_bin / BINS; w * per_word < end; w += bin_blocks) {
+      uint bits = ROWS_F16 && (w * 2u < push.first_index || w * 2u + 1u >= end) ? packed_word(part, (run >> 1) + w) : 0u;
+      for (uint e = 0; e < per_word; ++e) {
+        const uint index = w * per_word + e;  // in the run
+        if (index < push.first_index || index >= end) continue;
+        const float value = row_element(part, (first_row + index - push.first_index) * push.head_dim + dim);
+        if (!ROWS_F16) bits = floatBitsToUint(value);
+        else bits = (bits & ~(0xffffu << (16u * e))) | ((packHalf2x16(vec2(value, 0.0)) & 0xffffu) << (16u * e));
+      }
+      set_packed_word(part, ROWS_F16 ? (run >> 1) + w : run + w, bits);
+    }
   }
   if (!live) return;
   // Every coefficient is read before any is written: a store may alias a later load, so

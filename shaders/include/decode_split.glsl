@@ -68,9 +68,10 @@ shared vec4 red_acc[2 * WG];
 struct DecodeRange {
   uint num_slots;
   uint slot_stride;
-  uint split;          // of the cache's num_splits
+  uint split;              // of the cache's num_splits
   uint num_splits;
-  uint first_partial;  // the cache's first partial: its query head h, split s is first_partial + h * num_splits + s
+  uint partials_per_head;  // num_splits, or more where other kernels write the rest of a head's partials
+  uint first_partial;      // the cache's first: its query head h, split s is first_partial + h * partials_per_head + s
   uint group_size;     // query heads per kv head
   float scale;         // 1 / sqrt(HEAD_DIM)
 };
@@ -329,7 +330,7 @@ void decode_split(DecodeRange range) {
         lo_all += red_acc[2 * from] * w;
         hi_all += red_acc[2 * from + 1] * w;
       }
-      const uint base = (range.first_partial + (q_head0 + g) * range.num_splits + split) * (HEAD_DIM + 2);
+      const uint base = (range.first_partial + (q_head0 + g) * range.partials_per_head + split) * (HEAD_DIM + 2);
       if (lane == 0) {
         partials[base] = m_all;
         partials[base + 1] = l_all;

@@ -31,7 +31,7 @@ constexpr uint32_t kCoopmatMaxHeadDim = 128;
 constexpr uint32_t kCoopmatSubgroupChoices[] = {8, 4};
 
 struct DecodePush {
-  uint32_t num_slots, slot_stride, num_splits, group_size;
+  uint32_t num_slots, slot_stride, num_splits, partials_per_head, group_size;
   float scale;
 };
 struct MergePush {
@@ -127,13 +127,29 @@ bool attention_on_cooperative_matrices(Backend& backend, const AttentionShape& s
   return rotated_keys(shape).possible(backend);
 }
 
-DecodeSplits record_decode_splits(Backend& backend, const AttentionShape& shape, const AttentionArgs& args) {
-  const uint32_t dim = shape.head_dim;
+uint32_t decode_splits(const AttentionShape& shape) {
+  const DecodeBlocks blocks = decode_blocks(shape);
+  return std::min(decode_tiles(shape, blocks), decode_split_budget(shape, blocks));
+}
+
+void record_decode_partials(Backend& backend, const AttentionShape& shape, const AttentionArgs& args, uint32_t num_splits,
+                            View partials, uint32_t partials_per_head, View logits) {
   const RopeBindings rope = rope_bindings(shape.rope, args.positions, args.turn_table, args.k);
   const DecodeBlocks blocks = decode_blocks(shape);
-  const uint32_t num_splits = std::min(decode_tiles(shape, blocks), decode_split_budget(shape, blocks));
-  Tensor& partials = backend.scratch(ScratchId::AttentionPartials, size_t(shape.num_q_heads) * num_splits * (dim + 2) * 4);
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));
+  const bool with_logits = logits.tensor != nullptr;
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape.head_dim)));
+  const DecodePush push{shape.num_slots, shape.slot_stride, num_splits, partials_per_head, shape.num_q_heads / shape.num_kv_heads, scale};
+  backend.recorder().dispatch(
+      {"attention_decode", 7, sizeof(DecodePush),
+       {kDecodeWorkgroup, shape.head_dim, blocks.group_block, shape.dtype == Dtype::F16, rope.style, rope.rotary_dims, with_logits,
+        shape.keys_rotated, decode_builtin_trig(backend, shape)}},
+      {slice(args.q), slice(args.k), slice(args.v), rope.positions, rope.turns, slice(partials), with_logits ? slice(logits) : slice(partials)},
+      &push, num_splits, shape.num_kv_heads, blocks.head_blocks);
+}
+
+DecodeSplits record_decode_splits(Backend& backend, const AttentionShape& shape, const AttentionArgs& args) {
+  const uint32_t num_splits = decode_splits(shape);
+  Tensor& partials = backend.scratch(ScratchId::AttentionPartials, size_t(shape.num_q_heads) * num_splits * (shape.head_dim + 2) * 4);
   // With scores, the decode kernel also writes every (query head, slot) logit, so the scores
   // need not read K again (a second pass over K, RoPE included, cost more than the attention).
   // Logits asked for are written where the caller says, the scratch serving otherwise.
@@ -142,16 +158,10 @@ DecodeSplits record_decode_splits(Backend& backend, const AttentionShape& shape,
     require_within(size_product({shape.num_q_heads, shape.num_slots, sizeof(float)}), backend.tensor_limit(), "", [&] {
       return "decode scores' logits (" + std::to_string(shape.num_q_heads) + " query heads x " + std::to_string(shape.num_slots) + " slots x 4 bytes)";
     });
-  const View logits = args.logits ? args.logits
-                                  : view(backend.scratch(ScratchId::AttentionLogits,
-                                                         with_logits ? size_t(shape.num_q_heads) * shape.num_slots * 4 : 4));
-  const DecodePush push{shape.num_slots, shape.slot_stride, num_splits, shape.num_q_heads / shape.num_kv_heads, scale};
-  backend.recorder().dispatch(
-      {"attention_decode", 7, sizeof(DecodePush),
-       {kDecodeWorkgroup, dim, blocks.group_block, shape.dtype == Dtype::F16, rope.style, rope.rotary_dims, with_logits,
-        shape.keys_rotated, decode_builtin_trig(backend, shape)}},
-      {slice(args.q), slice(args.k), slice(args.v), rope.positions, rope.turns, slice(view(partials)), slice(logits)}, &push,
-      num_splits, shape.num_kv_heads, blocks.head_blocks);
+  const View logits = !with_logits ? View{}
+                      : args.logits ? args.logits
+                                    : view(backend.scratch(ScratchId::AttentionLogits, size_t(shape.num_q_heads) * shape.num_slots * 4));
+  record_decode_partials(backend, shape, args, num_splits, view(partials), num_splits, logits);
   return {view(partials), num_splits, logits};
 }
 

@@ -70,4 +70,13 @@ struct DecodeSplits {
 };
 DecodeSplits record_decode_splits(Backend& backend, const AttentionShape& shape, const AttentionArgs& args);
 
+// The splits record_decode_splits makes of shape's slots.
+uint32_t decode_splits(const AttentionShape& shape);
+
+// attention_decode alone, into a caller's partials: split s of query head h at row
+// h * partials_per_head + s of `partials` ([num_q_heads][partials_per_head][head_dim + 2]), the
+// rows past num_splits left to other kernels; the logits into `logits` where it is set.
+void record_decode_partials(Backend& backend, const AttentionShape& shape, const AttentionArgs& args, uint32_t num_splits,
+                            View partials, uint32_t partials_per_head, View logits);
+
 }  // namespace kvc::ops

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "ops/fourier_attention.h"
@@ -24,7 +25,7 @@ std::vector<float> materialize_middle(const FourierAttentionShape& shape, const 
       for (uint32_t j = 0; j < compressed; ++j) row[head_dims[j]] = rebuilt[(size_t(head) * shape.num_middle + t) * compressed + j];
       for (uint32_t u = 0; u < kept; ++u)
         row[head_dims[compressed + u]] =
-            load_element(packed.host<void>(), shape.dtype, (size_t(head) * shape.middle_stride + t) * kept + u);
+            load_element(packed.host<void>(), shape.dtype, (size_t(head) * kept + u) * shape.middle_stride + t);
     }
   }
   return rows;
@@ -36,7 +37,6 @@ void fourier_attention_cpu(const FourierAttentionShape& shape, const FourierAtte
   const uint32_t dim = shape.head_dim, group = shape.num_q_heads / shape.num_kv_heads;
   const uint32_t total = shape.num_full_slots + shape.num_middle;
   const double scale = 1.0 / std::sqrt(static_cast<double>(dim));
-  const std::vector<double> inv_freq = shape.rope.enabled() ? rope_inverse_frequencies(shape.rope) : std::vector<double>();
   const std::vector<float> middle_keys = shape.num_middle
       ? materialize_middle(shape, args.k_middle, args.k_dims, args.k_coefficients, args.k_affine, shape.k_compressed)
       : std::vector<float>();
@@ -53,7 +53,6 @@ void fourier_attention_cpu(const FourierAttentionShape& shape, const FourierAtte
         keys[size_t(slot) * dim + d] = load_element(args.k.host<void>(), shape.dtype, row * dim + d);
         values[size_t(slot) * dim + d] = load_element(args.v.host<void>(), shape.dtype, row * dim + d);
       }
-      if (shape.rope.enabled()) rope_rotate_row(shape.rope, inv_freq, &keys[size_t(slot) * dim], args.positions.host<int32_t>()[row]);
     }
     const size_t middle_base = size_t(kv_head) * shape.num_middle * dim;
     std::copy_n(middle_keys.begin() + middle_base, size_t(shape.num_middle) * dim, keys.begin() + size_t(shape.num_full_slots) * dim);
@@ -62,7 +61,6 @@ void fourier_attention_cpu(const FourierAttentionShape& shape, const FourierAtte
     for (uint32_t g = 0; g < group; ++g) {
       const size_t q_base = size_t(kv_head * group + g) * dim;
       for (uint32_t d = 0; d < dim; ++d) query[d] = load_element(args.q.host<void>(), shape.dtype, q_base + d);
-      if (shape.rope.enabled()) rope_rotate_row(shape.rope, inv_freq, query.data(), shape.query_position);
       softmax_over_keys(query.data(), keys.data(), total, dim, scale, probs);
       std::fill(acc.begin(), acc.end(), 0.0);
       for (uint32_t slot = 0; slot < total; ++slot)
@@ -77,6 +75,10 @@ std::shared_ptr<void> fourier_attention_prepare(Backend& backend, const FourierA
 }
 
 void fourier_attention(Backend& backend, const FourierAttentionShape& shape, const FourierAttentionArgs& args) {
+  require(shape.middle_stride % 8 == 0, KVC_ERROR_INVALID_ARGUMENT, [&] {
+    return "fourier_attention: the middle's runs start 16-byte aligned, so middle_stride is a multiple of 8 (" +
+           std::to_string(shape.middle_stride) + ")";
+  });
   if (backend.is_cpu()) fourier_attention_cpu(shape, args);
   else fourier_attention_vulkan(backend, shape, args);
 }

@@ -1,8 +1,8 @@
 // FourierAttention's fold (sec. 3.3, eq. 6; appendix C): window tokens joining the middle, K
 // and V at once. For each part, the tokens' compressed dims are projected into its
 // coefficients (ops::hippo_fourier_project, Direct: (1/T) F X added at F's columns
-// first_index ..) and their other dims packed at the middle's rows first_index .. (as
-// ops::gather_dims writes them). One dispatch on Vulkan (shaders/hippo_fourier_project.comp,
+// first_index ..) and their other dims packed at the middle's tokens first_index .. (as
+// ops::gather_dims writes them, dim-major). One dispatch on Vulkan (shaders/hippo_fourier_project.comp,
 // FOLD), where the two projections and two packings of a decode step were four.
 #pragma once
 
@@ -24,7 +24,7 @@ struct FourierFoldShape {
   uint32_t first_slot = 0;        // the window tokens folded: slots first_slot ..
   uint32_t length = 0;
   uint32_t first_index = 0;       // .. which become middle tokens first_index ..
-  uint32_t middle_stride = 0;     // rows per head of the packed middles (> first_index + length - 1)
+  uint32_t middle_stride = 0;     // tokens per dim's run of the packed middles (> first_index + length - 1; even in f16)
   Dtype dtype = Dtype::F32;       // of k, v and the packed middles
 };
 
@@ -32,7 +32,7 @@ struct FourierFoldArgs {
   View k, v;                            // [num_heads][slot_stride][head_dim]
   View k_dims, v_dims;                  // uint32 [num_heads][head_dim]: compressed dims first
   View k_coefficients, v_coefficients;  // f32 [num_heads][2N][compressed]: read and written
-  View k_packed, v_packed;              // [num_heads][middle_stride][head_dim - compressed]: the rows folded are written
+  View k_packed, v_packed;              // [num_heads][head_dim - compressed][middle_stride]: the tokens folded are written
 };
 
 void fourier_fold(Backend& backend, const FourierFoldShape& shape, const FourierFoldArgs& args);

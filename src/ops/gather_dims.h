@@ -1,7 +1,9 @@
 // Chosen dims of a range of rows, packed: out[h][out_first_slot + i][u] =
 // in[h][in_first_slot + i][dims[h][first_dim + u]] for i < num_rows, u < num_dims, converting
-// between dtypes. FourierAttention (sec. 3.3, eq. 2) keeps the uncompressed dims of the middle
-// tokens this way, and its dim choice (sec. 3.4) picks coefficient columns with it.
+// between dtypes; or, dim-major, out[h][u][out_first_slot + i]. FourierAttention (sec. 3.3,
+// eq. 2) keeps the uncompressed dims of the middle tokens dim-major (each dim's run of tokens
+// contiguous, which its decode kernel reads in whole words: ops/fourier_attention.h), and its
+// dim choice (sec. 3.4) picks coefficient columns row-major.
 #pragma once
 
 #include <cstdint>
@@ -24,12 +26,13 @@ struct GatherDimsShape {
   uint32_t out_first_slot = 0;
   Dtype in_dtype = Dtype::F32;
   Dtype out_dtype = Dtype::F32;
+  bool out_dim_major = false;    // out is [num_heads][num_dims][out_slot_stride]; f16: out_slot_stride even
 };
 
 struct GatherDimsArgs {
   View in;    // [num_heads][in_slot_stride][in_row_elements]
   View dims;  // uint32 [num_heads][dims_row], entries < in_row_elements
-  View out;   // [num_heads][out_slot_stride][num_dims]; elements outside the rows written keep their values
+  View out;   // [num_heads][out_slot_stride][num_dims] (or dim-major); elements outside the rows written keep their values
 };
 
 void gather_dims(Backend& backend, const GatherDimsShape& shape, const GatherDimsArgs& args);

@@ -115,7 +115,7 @@ struct HippoFourierReconstructArgs {
 
 // x^[h][i][j] = scale (sum_r F[r][first_index + i] C[h][r][j]) + offset (eq. 5, appendix D);
 // reads no rows (segment.slot_stride and first_slot are not used). CPU only: the
-// materialize-then-attend reference that fused decode attention is checked against.
+// materialize-then-attend reference that FourierAttention's decode is checked against.
 void hippo_fourier_reconstruct_cpu(const HippoFourierShape& shape, const HippoFourierSegment& segment,
                                    const HippoFourierReconstructArgs& args);
 // The same from host arrays: returns [num_heads][length][num_dims].

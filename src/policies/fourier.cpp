@@ -245,15 +245,14 @@ void FourierPolicy::compress_middle(Backend& backend, uint32_t layer, bool keys,
   const uint32_t kept = dim - part.compressed;
   ensure(part.coefficients, backend, size_t(heads) * rows_2n * part.compressed * 4);
   ensure(part.affine, backend, size_t(heads) * 2 * part.compressed * 4);
-  // Whole 32-bit words: gather_dims writes f16 two at a time.
-  ensure(part.packed, backend, (size_t(heads) * middle_capacity() * kept * dtype_size(config_.dtype) + 3) / 4 * 4);
+  ensure(part.packed, backend, size_t(heads) * kept * packed_stride() * dtype_size(config_.dtype));
   const View dims = view(part.dims());
   ops::gather_dims(backend, {heads, dim, rows_2n, 0, rows_2n, dim, 0, part.compressed, rows_2n, 0, Dtype::F32, Dtype::F32},
                    {view(all_coefficients), dims, view(*part.coefficients)});
   ops::gather_dims(backend, {heads, dim, 2, 0, 2, dim, 0, part.compressed, 2, 0, Dtype::F32, Dtype::F32},
                    {view(all_affine), dims, view(*part.affine)});
   ops::gather_dims(backend,
-                   {heads, dim, slot_stride, sinks_, length, dim, part.compressed, kept, middle_capacity(), 0, config_.dtype, config_.dtype},
+                   {heads, dim, slot_stride, sinks_, length, dim, part.compressed, kept, packed_stride(), 0, config_.dtype, config_.dtype, true},
                    {view(rows), dims, view(*part.packed)});
 }
 
@@ -273,7 +272,7 @@ void FourierPolicy::fold(Cache& cache, uint32_t layer_index, uint32_t first_ring
   const LayerMiddle& middle = layers_[layer_index];
   const ops::FourierFoldShape shape{config_.num_kv_heads, config_.head_dim,     num_states_,          window_length_,
                                     middle.key.compressed, middle.value.compressed, layer.slot_stride, sinks_ + first_ring,
-                                    length,                middle_index,           middle_capacity(),  config_.dtype};
+                                    length,                middle_index,           packed_stride(),    config_.dtype};
   ops::fourier_fold(cache.backend(), shape,
                     {view(*layer.k), view(*layer.v), view(middle.key.dims()), view(middle.value.dims()),
                      view(*middle.key.coefficients), view(*middle.value.coefficients), view(*middle.key.packed),
@@ -308,7 +307,7 @@ void FourierPolicy::check_attend(const Cache&, uint32_t layer_index, uint32_t n_
           "scores once a layer is compressed");
   require(n_queries == 1, KVC_ERROR_UNSUPPORTED, [&] {
     return std::to_string(n_queries) + " queries on compressed layer " + std::to_string(layer_index) +
-           "; FOURIER's fused attention takes one query (a decode step) once a layer is compressed";
+           "; FOURIER's decode attention takes one query (a decode step) once a layer is compressed";
   });
 }
 
@@ -322,17 +321,15 @@ bool FourierPolicy::record_attention(Cache& cache, uint32_t layer_index, uint32_
   shape.head_dim = config_.head_dim;
   shape.num_full_slots = layer.slots_held;
   shape.slot_stride = layer.slot_stride;
-  shape.query_position = int32_t(layer.tokens_seen - 1);
   shape.num_middle = middle.middle_length;
-  shape.middle_stride = middle_capacity();
+  shape.middle_stride = packed_stride();
   shape.num_states = num_states_;
   shape.window_length = window_length_;
   shape.k_compressed = middle.key.compressed;
   shape.v_compressed = middle.value.compressed;
   shape.dtype = config_.dtype;
-  shape.route = ops::FourierAttentionRoute::Factorized;
   ops::fourier_attention(cache.backend(), shape,
-                         {q, view(*layer.k), view(*layer.v), view(*layer.positions), cache.turn_table(), view(*middle.key.packed),
+                         {q, view(*layer.k), view(*layer.v), view(*middle.key.packed),
                           view(*middle.value.packed), view(middle.key.dims()), view(middle.value.dims()),
                           view(*middle.key.coefficients), view(*middle.value.coefficients), view(*middle.key.affine),
                           view(*middle.value.affine), out});
@@ -390,7 +387,7 @@ bool FourierPolicy::read(Cache& cache, uint32_t layer_index, void* k, void* v, i
           store_element(out, config_.dtype, out_row * dim + head_dims[j], rebuilt[(size_t(head) * length + t) * part->compressed + j]);
         for (uint32_t u = 0; u < kept; ++u)
           store_element(out, config_.dtype, out_row * dim + head_dims[part->compressed + u],
-                        load_element(bytes->data(), config_.dtype, (size_t(head) * middle_capacity() + t) * kept + u));
+                        load_element(bytes->data(), config_.dtype, (size_t(head) * kept + u) * packed_stride() + t));
       }
     }
   }

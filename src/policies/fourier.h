@@ -10,10 +10,10 @@
 // local window is a ring of L_local slots after the sinks: an append first folds the ring's
 // oldest tokens into the middle (eq. 6, appendix C's update; their other dims packed after the
 // middle's) and then takes their slots. Decode attention rebuilds the compressed dims where it
-// reads them (eq. 5, ops/fourier_attention, never writing a rebuilt cache; on Vulkan its
-// factorized route, whose work grows as T log T per query head where the fused one, appendix D's
-// FlashFourierAttention, grows as L N (|D^kc| + |D^vc|)). Keys are compressed as the model stores them, after its RoPE (the
-// paper's cache): libkvc's RoPE is refused. Choices where the paper leaves room: the same
+// reads them (eq. 5, ops/fourier_attention, never writing a rebuilt cache; on Vulkan
+// factorized, its work growing as T log T per query head where appendix D's fused
+// FlashFourierAttention's grows as L N (|D^kc| + |D^vc|)). Keys are compressed as the model
+// stores them, after its RoPE (the paper's cache): libkvc's RoPE is refused. Choices where the paper leaves room: the same
 // number of compressed dims for every kv head of a layer (the authors' tables vary it across a
 // layer's heads); the pyramid's "last 8 layers" rule wins over "first 4" in models of fewer
 // than 12 layers (the order of the authors' code); the standard deviation the appendix names,
@@ -78,7 +78,7 @@ class FourierPolicy : public Policy {
     std::shared_ptr<Tensor> chosen_dims;     // sec. 3.4's choice, made at compression
     std::shared_ptr<Tensor> coefficients;    // f32 [num_kv_heads][2N][compressed]
     std::shared_ptr<Tensor> affine;          // f32 [num_kv_heads][2][compressed]
-    std::shared_ptr<Tensor> packed;          // [num_kv_heads][middle_capacity][head_dim - compressed]
+    std::shared_ptr<Tensor> packed;          // [num_kv_heads][head_dim - compressed][packed_stride]: dim-major
 
     Tensor& dims() const { return caller_dims ? *caller_dims : *chosen_dims; }
   };
@@ -94,6 +94,9 @@ class FourierPolicy : public Policy {
   // index middle_index (eq. 6); appended() counts them.
   void fold(Cache& cache, uint32_t layer, uint32_t first_ring, uint32_t length, uint32_t middle_index) const;
   uint32_t middle_capacity() const { return capacity_ - sinks_ - local_window_; }
+  // Tokens per dim's run of the packed middles: the capacity rounded up to 8, so that each run
+  // starts 16-byte aligned (ops/fourier_attention.h).
+  uint32_t packed_stride() const { return (middle_capacity() + 7) / 8 * 8; }
   uint32_t compress_above() const { return sinks_ + 2 * num_states_ + local_window_; }
 
   uint32_t capacity_;

@@ -1,6 +1,6 @@
 // The CPU FourierAttention decode against eq. 5 written out: middle rows rebuilt by the formula
-// (affine map of F^T C in long double, the packed dims as stored), full rows and the query
-// rotated by RoPE's formula, then softmax(q k^T / sqrt(d)) v by formula.
+// (affine map of F^T C in long double, the packed dims as stored, dim-major), then
+// softmax(q k^T / sqrt(d)) v by formula over the full rows and the middle.
 #include <doctest/doctest.h>
 
 #include "support/formulas.h"
@@ -28,7 +28,7 @@ std::vector<float> middle_by_formula(const test::FourierCase& c, const std::vect
     for (uint32_t u = 0; u < kept; ++u)
       for (uint32_t t = 0; t < shape.num_middle; ++t)
         rows[(size_t(head) * shape.num_middle + t) * dim + dims[size_t(head) * dim + compressed + u]] =
-            packed[(size_t(head) * shape.middle_stride + t) * kept + u];
+            packed[(size_t(head) * kept + u) * shape.middle_stride + t];
   }
   return rows;
 }
@@ -36,12 +36,9 @@ std::vector<float> middle_by_formula(const test::FourierCase& c, const std::vect
 }  // namespace
 
 TEST_CASE("fourier_attention_cpu is attention over the full rows and the middle rebuilt by eq. 5") {
-  ops::RopeParams neox;
-  neox.style = KVC_ROPE_NEOX;
-  neox.rotary_dims = 16;
   const ops::FourierAttentionShape shapes[] = {
-      {6, 2, 24, 7, 0, 40, 37, 0, 13, 257, 17, 20, Dtype::F32, {}},
-      {3, 3, 16, 5, 0, 11, 20, 0, 5, 64, 1, 15, Dtype::F16, neox},
+      {6, 2, 24, 7, 0, 37, 0, 13, 257, 17, 20, Dtype::F32},
+      {3, 3, 16, 5, 0, 20, 0, 5, 64, 1, 15, Dtype::F16},
   };
   for (const ops::FourierAttentionShape& base : shapes) {
     const test::FourierCase c = test::FourierCase::random(base);
@@ -59,7 +56,6 @@ TEST_CASE("fourier_attention_cpu is attention over the full rows and the middle 
           const size_t row = size_t(kv) * shape.slot_stride + slot;
           key.assign(c.k.begin() + row * dim, c.k.begin() + (row + 1) * dim);
           value.assign(c.v.begin() + row * dim, c.v.begin() + (row + 1) * dim);
-          key = test::rope_by_formula(key, shape.rope, c.positions[row]);
         } else {
           const size_t row = size_t(kv) * shape.num_middle + slot - shape.num_full_slots;
           key.assign(middle_k.begin() + row * dim, middle_k.begin() + (row + 1) * dim);
@@ -68,17 +64,11 @@ TEST_CASE("fourier_attention_cpu is attention over the full rows and the middle 
         std::copy(key.begin(), key.end(), keys.begin() + (size_t(kv) * total + slot) * dim);
         std::copy(value.begin(), value.end(), values.begin() + (size_t(kv) * total + slot) * dim);
       }
-    std::vector<float> query(c.q.size());
-    for (uint32_t head = 0; head < shape.num_q_heads; ++head) {
-      const std::vector<float> row(c.q.begin() + size_t(head) * dim, c.q.begin() + size_t(head + 1) * dim);
-      const std::vector<float> rotated = test::rope_by_formula(row, shape.rope, shape.query_position);
-      std::copy(rotated.begin(), rotated.end(), query.begin() + size_t(head) * dim);
-    }
     const test::DirectAttention direct = test::attention_by_formula(
-        query, keys, values, std::vector<int32_t>(size_t(shape.num_kv_heads) * total, 0), shape.num_q_heads, shape.num_kv_heads,
+        c.q, keys, values, std::vector<int32_t>(size_t(shape.num_kv_heads) * total, 0), shape.num_q_heads, shape.num_kv_heads,
         dim, 1, total, ops::RopeParams{});
     const std::vector<float> expected(direct.out.begin(), direct.out.end());
-    INFO("seed ", test::seed(), " ", std::string(dtype_name(shape.dtype)), " rope ", shape.rope.style);
+    INFO("seed ", test::seed(), " ", std::string(dtype_name(shape.dtype)));
     // f32: both in double past the stored operands; 1e-5 covers the rebuilt rows' rounding to
     // f32 in the reference. f16: both round the output to f16 (2^-11 relative each).
     CHECK(test::relative_max_error(got, expected) < (shape.dtype == Dtype::F32 ? 1e-5 : 2e-3));

@@ -1,7 +1,6 @@
-// Both Vulkan FourierAttention decode routes (fused, factorized) against the CPU reference
-// (materialize, then attend) on fresh random layers: odd and non-power-of-two sizes, GQA, f16
-// and f32, RoPE on the full rows (fused only), middles that end mid-tile, no middle at all, a
-// Llama-like head, and the factorized route's own edges.
+// Vulkan FourierAttention decode against the CPU reference (materialize, then attend) on fresh
+// random layers: odd and non-power-of-two sizes, GQA, f16 and f32, middles that end mid-word and
+// mid-vector, of one token, or none at all, a Llama-like head, and the edges of each kernel.
 #include <doctest/doctest.h>
 
 #include "support/fourier_case.h"
@@ -9,51 +8,43 @@
 
 namespace kvc {
 
-TEST_CASE("fourier_attention on Vulkan, both routes, matches materialize-then-attend on the CPU") {
+TEST_CASE("fourier_attention on Vulkan matches materialize-then-attend on the CPU") {
   Backend* gpu = test::vulkan_backend();
   REQUIRE(gpu != nullptr);
-  ops::RopeParams neox, interleaved;
-  neox.style = KVC_ROPE_NEOX;
-  neox.rotary_dims = 24;
-  interleaved.style = KVC_ROPE_INTERLEAVED;
-  interleaved.rotary_dims = 16;
+  // q heads, kv heads, head_dim, full slots, (slot stride), middle, (middle stride), N, T, K and V compressed, dtype
   const ops::FourierAttentionShape shapes[] = {
-      {6, 2, 24, 7, 0, 40, 37, 0, 13, 257, 17, 20, Dtype::F32, neox},
-      {3, 3, 40, 1, 0, 2, 1, 0, 7, 101, 39, 1, Dtype::F16, interleaved},
-      {3, 3, 40, 1, 0, 2, 1, 0, 7, 101, 39, 1, Dtype::F32, {}},
-      {9, 3, 16, 21, 0, 60, 0, 0, 4, 64, 8, 8, Dtype::F16, {}},
-      {8, 2, 128, 35, 0, 4000, 291, 0, 64, 5003, 102, 115, Dtype::F16, {}},  // T prime: VkFFT's Bluestein route
-      {4, 1, 256, 9, 0, 9, 50, 0, 24, 300, 200, 230, Dtype::F32, {}},
-      // Factorized's pairs of query heads in one transform: pairs across kv heads (groups of 3),
-      // an odd count (the last pair half empty), 2N = T, and groups past 8 (two head blocks).
-      {6, 2, 24, 7, 0, 40, 37, 0, 13, 257, 17, 20, Dtype::F32, {}},
-      {5, 5, 16, 2, 0, 4, 60, 0, 32, 64, 9, 3, Dtype::F16, {}},
-      {12, 1, 16, 3, 0, 5, 77, 0, 6, 80, 5, 11, Dtype::F32, {}},
-      // More tiles than splits, of the full rows and of the middle (16 kv heads: about 64 splits
-      // each, of the dispatch's 1024 workgroups): splits of two tiles.
-      {16, 16, 128, 100, 0, 100, 4000, 0, 16, 4099, 8, 6, Dtype::F32, {}},
+      {6, 2, 24, 7, 0, 37, 0, 13, 257, 17, 20, Dtype::F32},
+      {3, 3, 40, 1, 0, 1, 0, 7, 101, 39, 1, Dtype::F16},  // one middle token; 39 packed V dims (6 slices)
+      {3, 3, 40, 1, 0, 1, 0, 7, 101, 39, 1, Dtype::F32},
+      {9, 3, 16, 21, 0, 0, 0, 4, 64, 8, 8, Dtype::F16},   // no middle
+      {8, 2, 128, 35, 0, 291, 0, 64, 5003, 102, 115, Dtype::F16},  // T prime: VkFFT's Bluestein route
+      {4, 1, 256, 9, 0, 50, 0, 24, 300, 200, 230, Dtype::F32},
+      {2, 1, 256, 5, 0, 1029, 0, 8, 1100, 1, 1, Dtype::F16},  // 255 packed dims of K and V: one slice; three blocks
+      // Pairs of query heads in one transform across kv heads (groups of 3), an odd count (the
+      // last pair half empty), 2N = T, and groups past 8 (two head blocks).
+      {5, 5, 16, 2, 0, 60, 0, 32, 64, 9, 3, Dtype::F16},
+      {12, 1, 16, 3, 0, 77, 0, 6, 80, 5, 11, Dtype::F32},
+      {16, 16, 128, 100, 0, 4001, 0, 16, 4099, 8, 6, Dtype::F32},
+      // More middle blocks than splits (128 kv heads: 8 splits of 10 blocks): the online softmax
+      // across a split's blocks, the last one partial.
+      {128, 128, 16, 3, 0, 4700, 0, 4, 4800, 8, 6, Dtype::F16},
       // A long window (T = 9009 = 3^2 7 11 13) in f16, as caches are held: in f32 the factorized
       // route's rounding, which grows with T, reached 1.006e-5 of the output scale here
       // (lavapipe), at the f32 bound below (docs/benchmarks.md).
-      {8, 2, 64, 20, 0, 20, 9000, 0, 64, 9009, 50, 40, Dtype::F16, {}},
+      {8, 2, 64, 20, 0, 9000, 0, 64, 9009, 50, 40, Dtype::F16},
   };
   for (const ops::FourierAttentionShape& base : shapes) {
-    test::FourierCase c = test::FourierCase::random(base);
+    const test::FourierCase c = test::FourierCase::random(base);
     const std::vector<float> expected = c.run(test::cpu_backend());
-    for (ops::FourierAttentionRoute route : {ops::FourierAttentionRoute::Fused, ops::FourierAttentionRoute::Factorized}) {
-      if (route == ops::FourierAttentionRoute::Factorized && c.shape.rope.enabled()) continue;  // it takes rotated keys
-      c.shape.route = route;
-      const std::vector<float> actual = c.run(*gpu);
-      const ops::FourierAttentionShape& shape = c.shape;
-      INFO("seed ", test::seed(), " q_heads ", shape.num_q_heads, " kv_heads ", shape.num_kv_heads, " head_dim ", shape.head_dim,
-           " full ", shape.num_full_slots, " middle ", shape.num_middle, " N ", shape.num_states, " T ", shape.window_length, " ",
-           std::string(dtype_name(shape.dtype)), " rope ", shape.rope.style, route == ops::FourierAttentionRoute::Fused ? " fused" : " factorized");
-      // f32: the kernels rebuild each middle element (or logit) from 2N f32 products, through
-      // cos and sin to 3e-8 or VkFFT's f32 transform of length T, and accumulate in f32 where
-      // the reference uses double: 1e-5 of the output scale, as for ops::attention. f16: both
-      // round the output to f16 (2^-11 relative each).
-      CHECK(test::relative_max_error(actual, expected) < (shape.dtype == Dtype::F32 ? 1e-5 : 2e-3));
-    }
+    const std::vector<float> actual = c.run(*gpu);
+    const ops::FourierAttentionShape& shape = c.shape;
+    INFO("seed ", test::seed(), " q_heads ", shape.num_q_heads, " kv_heads ", shape.num_kv_heads, " head_dim ", shape.head_dim,
+         " full ", shape.num_full_slots, " middle ", shape.num_middle, " N ", shape.num_states, " T ", shape.window_length, " ",
+         std::string(dtype_name(shape.dtype)));
+    // f32: the kernels rebuild each middle logit from VkFFT's f32 transform of length T and
+    // accumulate in f32 where the reference uses double: 1e-5 of the output scale, as for
+    // ops::attention. f16: both round the output to f16 (2^-11 relative each).
+    CHECK(test::relative_max_error(actual, expected) < (shape.dtype == Dtype::F32 ? 1e-5 : 2e-3));
   }
   CHECK(test::validation_messages() == 0);
 }

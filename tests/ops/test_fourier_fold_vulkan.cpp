@@ -1,8 +1,8 @@
 // Vulkan FourierAttention fold against the CPU reference (hippo_fourier_project, then
 // gather_dims, for K and V): coefficients that already hold values (the fold adds), packed
-// middles whose other rows must keep their bytes, odd packed row lengths in f16 (words shared
-// by two rows, and by two heads where their regions abut), segments of one token (a decode
-// step) and of several, late basis indices, and 200 of 256 dims (two dim blocks).
+// middles whose other tokens must keep their bytes, f16 tokens that share a word with one the
+// fold does not write (odd first indices and lengths), segments of one token (a decode step)
+// and of several, late basis indices, and 200 of 256 dims (two dim blocks).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -43,10 +43,10 @@ TEST_CASE("fourier_fold on Vulkan matches projecting and packing K and V on the 
   REQUIRE(gpu != nullptr);
   // heads, head_dim, N, T, K and V compressed, slot stride, first slot, length, first index, middle stride, dtype
   const ops::FourierFoldShape shapes[] = {
-      {8, 128, 64, 32768, 102, 103, 40, 7, 1, 30001, 30007, Dtype::F16},  // a decode step: V's 25 dims a row
+      {8, 128, 64, 32768, 102, 103, 40, 7, 1, 30001, 30008, Dtype::F16},  // a decode step: V's 25 dims a token, mid-word
       {3, 24, 13, 257, 17, 20, 31, 2, 5, 100, 120, Dtype::F32},
-      {4, 16, 9, 64, 3, 8, 9, 0, 5, 0, 5, Dtype::F16},  // 13 dims a row, heads' regions abutting mid-word
-      {2, 256, 20, 1031, 200, 231, 50, 3, 2, 700, 703, Dtype::F16},
+      {4, 16, 9, 64, 3, 8, 9, 0, 5, 0, 6, Dtype::F16},  // runs of 5 tokens: each run's last word half written
+      {2, 256, 20, 1031, 200, 231, 50, 3, 2, 700, 704, Dtype::F16},
       {2, 256, 9, 300, 100, 40, 64, 3, 40, 10, 60, Dtype::F16},  // 40 tokens (past a basis chunk); both parts' second dim blocks only pack
   };
   for (const ops::FourierFoldShape& shape : shapes) {

@@ -1,5 +1,6 @@
 // The CPU gather against its definition: row i's u-th element is the input row's
-// dims[first_dim + u]-th, converted to the output dtype; rows outside the range keep their poison.
+// dims[first_dim + u]-th, converted to the output dtype, at out[h][i][u] or (dim-major)
+// out[h][u][i]; rows outside the range keep their poison.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -13,8 +14,9 @@ namespace kvc {
 
 TEST_CASE("gather_dims_cpu packs the chosen dims of a row range, converting dtypes") {
   for (Dtype in_dtype : {Dtype::F32, Dtype::F16})
-    for (Dtype out_dtype : {Dtype::F32, Dtype::F16}) {
-      const ops::GatherDimsShape shape{3, 24, 17, 4, 9, 24, 5, 13, 12, 2, in_dtype, out_dtype};
+    for (Dtype out_dtype : {Dtype::F32, Dtype::F16})
+    for (bool dim_major : {false, true}) {
+      const ops::GatherDimsShape shape{3, 24, 17, 4, 9, 24, 5, 13, 12, 2, in_dtype, out_dtype, dim_major};
       std::vector<float> in = test::random_floats(size_t(shape.num_heads) * shape.in_slot_stride * shape.in_row_elements);
       const std::vector<unsigned char> in_bytes = test::encode(in, in_dtype);
       std::vector<uint32_t> dims(size_t(shape.num_heads) * shape.dims_row);
@@ -33,9 +35,11 @@ TEST_CASE("gather_dims_cpu packs the chosen dims of a row range, converting dtyp
       for (uint32_t head = 0; head < shape.num_heads; ++head)
         for (uint32_t slot = 0; slot < shape.out_slot_stride; ++slot)
           for (uint32_t u = 0; u < shape.num_dims; ++u) {
-            const size_t at = (size_t(head) * shape.out_slot_stride + slot) * shape.num_dims + u;
+            const size_t at = dim_major ? (size_t(head) * shape.num_dims + u) * shape.out_slot_stride + slot
+                                        : (size_t(head) * shape.out_slot_stride + slot) * shape.num_dims + u;
             const float value = got[at];
-            INFO(std::string(dtype_name(in_dtype)), " -> ", std::string(dtype_name(out_dtype)), " head ", head, " slot ", slot, " u ", u);
+            INFO(std::string(dtype_name(in_dtype)), " -> ", std::string(dtype_name(out_dtype)), dim_major ? " dim-major" : "", " head ",
+                 head, " slot ", slot, " u ", u);
             if (slot < shape.out_first_slot || slot >= shape.out_first_slot + shape.num_rows) {
               CHECK(std::memcmp(&value, &poison[at], sizeof(float)) == 0);
               continue;

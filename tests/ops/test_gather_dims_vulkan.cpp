@@ -1,5 +1,6 @@
 // Vulkan gather against the CPU reference: a copy with conversions, so byte-equal, with
-// packed f16 rows of odd length (words shared by two rows) and the poison around them.
+// packed f16 rows of odd length (words shared by two rows), dim-major runs that start or end
+// mid-word, and the poison around them.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -18,7 +19,12 @@ TEST_CASE("gather_dims on Vulkan writes exactly the CPU's bytes") {
                                          {5, 16, 40, 39, 1, 16, 0, 11, 41, 40, Dtype::F16, Dtype::F32},
                                          {1, 128, 1024, 0, 1024, 128, 0, 128, 1024, 0, Dtype::F32, Dtype::F32},
                                          // heads' f16 regions abutting mid-word (3 x 13 elements each): one word, two heads
-                                         {4, 16, 3, 0, 3, 16, 0, 13, 3, 0, Dtype::F32, Dtype::F16}};
+                                         {4, 16, 3, 0, 3, 16, 0, 13, 3, 0, Dtype::F32, Dtype::F16},
+                                         // dim-major: runs of 9 rows from slot 2, of 299 from 0, of 1 at the odd slot 41
+                                         {3, 24, 17, 4, 9, 24, 5, 13, 12, 2, Dtype::F32, Dtype::F16, true},
+                                         {2, 128, 300, 1, 299, 128, 70, 57, 300, 0, Dtype::F16, Dtype::F16, true},
+                                         {5, 16, 40, 39, 1, 16, 0, 11, 42, 41, Dtype::F16, Dtype::F16, true},
+                                         {2, 40, 33, 3, 30, 40, 1, 39, 35, 5, Dtype::F16, Dtype::F32, true}};
   for (const ops::GatherDimsShape& shape : shapes) {
     std::vector<float> in = test::random_floats(size_t(shape.num_heads) * shape.in_slot_stride * shape.in_row_elements);
     const std::vector<unsigned char> in_bytes = test::encode(in, shape.in_dtype);
@@ -39,7 +45,7 @@ TEST_CASE("gather_dims on Vulkan writes exactly the CPU's bytes") {
       results.push_back(test::read_tensor(*backend, *out, out_bytes));
     }
     INFO("seed ", test::seed(), " heads ", shape.num_heads, " rows ", shape.num_rows, " dims ", shape.num_dims, " ",
-         std::string(dtype_name(shape.in_dtype)), " -> ", std::string(dtype_name(shape.out_dtype)));
+         std::string(dtype_name(shape.in_dtype)), " -> ", std::string(dtype_name(shape.out_dtype)), shape.out_dim_major ? " dim-major" : "");
     CHECK(results[0] == results[1]);
   }
   CHECK(test::validation_messages() == 0);

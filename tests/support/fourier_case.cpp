@@ -37,10 +37,12 @@ MiddleState compress_random_middle(const ops::FourierAttentionShape& shape, uint
   ops::hippo_fourier_fit(cpu, fourier, segment, {view(*rows_t), view(*dims_t), view(*coefficients), view(*affine), view(*error)});
   state.coefficients = read_as<float>(cpu, *coefficients, size_t(heads) * 2 * shape.num_states * compressed);
   state.affine = read_as<float>(cpu, *affine, size_t(heads) * 2 * compressed);
-  const size_t packed_count = size_t(heads) * shape.middle_stride * kept;
-  auto packed = make_poisoned(cpu, packed_count * dtype_size(shape.dtype));
+  // The slack past the middle NaN: a kernel that read it into a sum would show.
+  const size_t packed_count = size_t(heads) * kept * shape.middle_stride;
+  std::vector<float> nan_runs(packed_count, NAN);
+  auto packed = tensor_of(cpu, encode(nan_runs, shape.dtype));
   const ops::GatherDimsShape gather{heads, dim, shape.num_middle, 0, shape.num_middle, dim, compressed, kept,
-                                    shape.middle_stride, 0, Dtype::F32, shape.dtype};
+                                    shape.middle_stride, 0, Dtype::F32, shape.dtype, true};
   ops::gather_dims(cpu, gather, {view(*rows_t), view(*dims_t), view(*packed)});
   state.packed = decode(read_tensor(cpu, *packed, packed_count * dtype_size(shape.dtype)), shape.dtype);
   return state;
@@ -52,17 +54,14 @@ FourierCase FourierCase::random(const ops::FourierAttentionShape& base_shape, fl
   FourierCase c;
   c.shape = base_shape;
   c.shape.slot_stride = base_shape.num_full_slots + 3;
-  c.shape.middle_stride = base_shape.num_middle + 3;
+  c.shape.middle_stride = (base_shape.num_middle + 3 + 7) / 8 * 8;
   const ops::FourierAttentionShape& shape = c.shape;
   const size_t dim = shape.head_dim;
   c.q = random_floats(size_t(shape.num_q_heads) * dim, -q_range, q_range);
   encode(c.q, shape.dtype);
   c.k.assign(size_t(shape.num_kv_heads) * shape.slot_stride * dim, NAN);
   c.v = c.k;
-  c.positions.assign(size_t(shape.num_kv_heads) * shape.slot_stride, -1);
-  std::uniform_int_distribution<int32_t> gap(1, 3);
   for (uint32_t kv = 0; kv < shape.num_kv_heads; ++kv) {
-    int32_t position = static_cast<int32_t>(kv * 5);
     for (uint32_t slot = 0; slot < shape.num_full_slots; ++slot) {
       const size_t row = size_t(kv) * shape.slot_stride + slot;
       std::vector<float> k_row = random_floats(dim), v_row = random_floats(dim, 0.0f, 1.0f);
@@ -70,8 +69,6 @@ FourierCase FourierCase::random(const ops::FourierAttentionShape& base_shape, fl
       encode(v_row, shape.dtype);
       std::copy(k_row.begin(), k_row.end(), c.k.begin() + row * dim);
       std::copy(v_row.begin(), v_row.end(), c.v.begin() + row * dim);
-      c.positions[row] = position;
-      position += gap(rng());
     }
   }
   if (shape.num_middle > 0) {
@@ -93,9 +90,6 @@ std::vector<float> FourierCase::run(Backend& backend) const {
   std::vector<float> q_copy = q, k_copy = k, v_copy = v, k_middle_copy = k_middle, v_middle_copy = v_middle;
   auto q_t = tensor_of(backend, encode(q_copy, shape.dtype));
   auto k_t = tensor_of(backend, encode(k_copy, shape.dtype)), v_t = tensor_of(backend, encode(v_copy, shape.dtype));
-  auto positions_t = tensor_of(backend, positions);
-  std::unique_ptr<Tensor> turns;
-  if (shape.rope.enabled()) turns = tensor_of(backend, ops::rope_turn_table(shape.rope));
   const bool middle = shape.num_middle > 0;
   std::unique_ptr<Tensor> k_middle_t, v_middle_t, k_dims_t, v_dims_t, k_c, v_c, k_a, v_a;
   if (middle) {
@@ -109,14 +103,13 @@ std::vector<float> FourierCase::run(Backend& backend) const {
     v_a = tensor_of(backend, v_affine);
   }
   // Kept through the call, as the policy keeps it: begin() drops plans nobody keeps.
-  const std::shared_ptr<void> plan =
-      shape.route == ops::FourierAttentionRoute::Factorized ? ops::fourier_attention_prepare(backend, shape) : nullptr;
+  const std::shared_ptr<void> plan = ops::fourier_attention_prepare(backend, shape);
   auto optional = [](const std::unique_ptr<Tensor>& t) { return t ? view(*t) : View{}; };
   const size_t out_count = size_t(shape.num_q_heads) * shape.head_dim;
   auto out = make_poisoned(backend, out_count * dtype_size(shape.dtype));
   backend.begin();
   ops::fourier_attention(backend, shape,
-                         {view(*q_t), view(*k_t), view(*v_t), view(*positions_t), optional(turns), optional(k_middle_t),
+                         {view(*q_t), view(*k_t), view(*v_t), optional(k_middle_t),
                           optional(v_middle_t), optional(k_dims_t), optional(v_dims_t), optional(k_c), optional(v_c),
                           optional(k_a), optional(v_a), view(*out)});
   backend.submit();

@@ -13,13 +13,12 @@ struct FourierCase {
   ops::FourierAttentionShape shape;
   std::vector<float> q;                  // [qh][d], rounded to the dtype
   std::vector<float> k, v;               // [kv][slot_stride][d], rounded; the slack rows NaN
-  std::vector<int32_t> positions;        // [kv][slot_stride]
-  std::vector<float> k_middle, v_middle; // packed, [kv][middle_stride][d - compressed], rounded
+  std::vector<float> k_middle, v_middle; // packed, [kv][d - compressed][middle_stride], rounded; the slack NaN
   std::vector<uint32_t> k_dims, v_dims;  // [kv][d]
   std::vector<float> k_coefficients, v_coefficients, k_affine, v_affine;
 
-  // slot_stride and middle_stride get 3 slack rows; q in [-q_range, q_range], keys in [-1, 1],
-  // values in [0, 1].
+  // slot_stride gets 3 slack rows, middle_stride 3 slack tokens and more to a multiple of 8; q in
+  // [-q_range, q_range], keys in [-1, 1], values in [0, 1].
   static FourierCase random(const ops::FourierAttentionShape& shape, float q_range = 2.0f);
 
   // ops::fourier_attention on `backend` with a poisoned output: [qh][d].
