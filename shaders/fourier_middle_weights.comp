@@ -2,7 +2,7 @@
 // FourierAttention decode, factorized route, step 4 (ops/fourier_attention.h): the input of the
 // transform that gives F w, the middle's share of the compressed dims' values. In place of the
 // middle's logits in W, their weights w = exp(logit - M), M the query head's largest middle logit
-// (the max of fourier_partials' middle splits), and zeros past the middle: two query heads per
+// (the max of fourier_middle_partials' splits), and zeros past the middle: two query heads per
 // sequence, as (w_{2s}, w_{2s+1}). Workgroup (block of points, pair); block 0 also writes M, the
 // reference of fourier_value_partials' partials. The points a thread takes are read before any
 // is written back, so that several reads are in flight.

@@ -8,7 +8,7 @@
 // (Z[n] - conj Z[T-n]) / 2i. Workgroup (block of BINS bins, kv head, block of GROUP_BLOCK query
 // heads): thread c reads C_v's rows of the block (coalesced, several reads in flight) and writes,
 // per query head, one more partial for attention_merge: max M (the weights' reference), sum 0
-// (fourier_partials counted the weights), the block's share at the compressed dims, 0 elsewhere.
+// (fourier_middle_partials counted the weights), the block's share at the compressed dims, 0 elsewhere.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 

@@ -45,9 +45,14 @@ void fourier_attention_vulkan(Backend& backend, const FourierAttentionShape& sha
     return "fourier_attention needs 2 num_states <= window_length (" + std::to_string(states) + ", " + std::to_string(window) + ")";
   });
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));
-  // The largest divisor of the group up to kMaxGroupBlock (the shaders' register arrays).
+  // fourier_middle_partials: a thread per packed V dim in its step 3, so at least head_dim
+  // threads; blocks of two tokens a thread.
+  const uint32_t middle_workgroup = std::max(kMiddleWorkgroup, (dim + 31) / 32 * 32);
+  // The largest divisor of the group up to kMaxGroupBlock (the shaders' register arrays) whose
+  // shared memory in fourier_middle_partials (q_s, weight_s, reduce_s) the device gives.
+  const auto middle_shared_bytes = [&](uint32_t block) { return uint64_t(block) * (4 * dim + 12 * middle_workgroup); };
   uint32_t group_block = std::min(group, kMaxGroupBlock);
-  while (group % group_block != 0) --group_block;
+  while (group % group_block != 0 || !backend.device().fits_workgroup(middle_workgroup, middle_shared_bytes(group_block))) --group_block;
   const uint32_t head_blocks = group / group_block;
   vk::Recorder& recorder = backend.recorder();
 
@@ -60,9 +65,6 @@ void fourier_attention_vulkan(Backend& backend, const FourierAttentionShape& sha
   full.slot_stride = shape.slot_stride;
   full.dtype = shape.dtype;
   const uint32_t full_splits = decode_splits(full);
-  // fourier_middle_partials: a thread per packed V dim in its step 3, so at least head_dim
-  // threads; blocks of two tokens a thread.
-  const uint32_t middle_workgroup = std::max(kMiddleWorkgroup, (dim + 31) / 32 * 32);
   const uint32_t middle_blocks = (middle + 2 * middle_workgroup - 1) / (2 * middle_workgroup);
   const uint32_t middle_splits = std::min(middle_blocks, std::max(1u, kMiddleTargetGroups / (shape.num_kv_heads * head_blocks)));
 

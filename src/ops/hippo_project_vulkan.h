@@ -17,8 +17,8 @@ struct HippoProjectPart {
 };
 
 // Records the projection of `segment` for `parts_count` (1 or 2) parts of one shape but for
-// num_dims; with `fold`, each part's other dims are packed into its packed middle (rows
-// segment.first_index .., packed_stride per head).
+// num_dims; with `fold`, each part's other dims are packed into its packed middle (tokens
+// segment.first_index .. of each kept dim's run, runs of packed_stride tokens: dim-major).
 void record_hippo_project(Backend& backend, const HippoFourierShape& shape, const HippoFourierSegment& segment,
                           const HippoProjectPart* parts, uint32_t parts_count, bool fold, uint32_t packed_stride);
 

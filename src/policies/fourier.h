@@ -61,7 +61,7 @@ class FourierPolicy : public Policy {
 
   // Records the compression of `layer`'s K (keys) or V middle, slots sinks .. sinks + length - 1
   // of `rows` ([num_kv_heads][slot_stride][head_dim]), into the layer's coefficients, affine
-  // maps and packed rows (sec. 3.3-3.4, appendix D): every dim projected and fitted, the dims
+  // maps and packed runs (sec. 3.3-3.4, appendix D): every dim projected and fitted, the dims
   // chosen (unless the caller's table gives them), then gathered. The step kvc-bench times.
   void compress_middle(Backend& backend, uint32_t layer, bool keys, Tensor& rows, uint32_t slot_stride, uint32_t length);
   ops::HippoFourierShape compression_shape(uint32_t middle_length) const;

@@ -48,6 +48,7 @@ TEST_CASE("fourier_fold on Vulkan matches projecting and packing K and V on the 
       {4, 16, 9, 64, 3, 8, 9, 0, 5, 0, 6, Dtype::F16},  // runs of 5 tokens: each run's last word half written
       {2, 256, 20, 1031, 200, 231, 50, 3, 2, 700, 704, Dtype::F16},
       {2, 256, 9, 300, 100, 40, 64, 3, 40, 10, 60, Dtype::F16},  // 40 tokens (past a basis chunk); both parts' second dim blocks only pack
+      {3, 40, 11, 200, 30, 25, 20, 1, 6, 101, 112, Dtype::F16},  // 6 tokens from an odd index: words over bin blocks
   };
   for (const ops::FourierFoldShape& shape : shapes) {
     const size_t rows = size_t(shape.num_heads) * shape.slot_stride * shape.head_dim;

@@ -20,10 +20,11 @@ TEST_CASE("gather_dims on Vulkan writes exactly the CPU's bytes") {
                                          {1, 128, 1024, 0, 1024, 128, 0, 128, 1024, 0, Dtype::F32, Dtype::F32},
                                          // heads' f16 regions abutting mid-word (3 x 13 elements each): one word, two heads
                                          {4, 16, 3, 0, 3, 16, 0, 13, 3, 0, Dtype::F32, Dtype::F16},
-                                         // dim-major: runs of 9 rows from slot 2, of 299 from 0, of 1 at the odd slot 41
+                                         // dim-major: runs of 9 rows from slot 2, of 299 from 0, of 1 at the odd slot 41, of 6 from 3
                                          {3, 24, 17, 4, 9, 24, 5, 13, 12, 2, Dtype::F32, Dtype::F16, true},
                                          {2, 128, 300, 1, 299, 128, 70, 57, 300, 0, Dtype::F16, Dtype::F16, true},
                                          {5, 16, 40, 39, 1, 16, 0, 11, 42, 41, Dtype::F16, Dtype::F16, true},
+                                         {3, 24, 17, 4, 6, 24, 5, 13, 12, 3, Dtype::F32, Dtype::F16, true},  // from mid-word, 3 words
                                          {2, 40, 33, 3, 30, 40, 1, 39, 35, 5, Dtype::F16, Dtype::F32, true}};
   for (const ops::GatherDimsShape& shape : shapes) {
     std::vector<float> in = test::random_floats(size_t(shape.num_heads) * shape.in_slot_stride * shape.in_row_elements);

@@ -54,7 +54,7 @@ FourierCase FourierCase::random(const ops::FourierAttentionShape& base_shape, fl
   FourierCase c;
   c.shape = base_shape;
   c.shape.slot_stride = base_shape.num_full_slots + 3;
-  c.shape.middle_stride = (base_shape.num_middle + 3 + 7) / 8 * 8;
+  c.shape.middle_stride = std::max(8u, (base_shape.num_middle + 7) / 8 * 8);
   const ops::FourierAttentionShape& shape = c.shape;
   const size_t dim = shape.head_dim;
   c.q = random_floats(size_t(shape.num_q_heads) * dim, -q_range, q_range);

@@ -17,8 +17,9 @@ struct FourierCase {
   std::vector<uint32_t> k_dims, v_dims;  // [kv][d]
   std::vector<float> k_coefficients, v_coefficients, k_affine, v_affine;
 
-  // slot_stride gets 3 slack rows, middle_stride 3 slack tokens and more to a multiple of 8; q in
-  // [-q_range, q_range], keys in [-1, 1], values in [0, 1].
+  // slot_stride gets 3 slack rows; middle_stride is num_middle rounded up to 8 (the slack of the
+  // last vector a kernel reads, or none); q in [-q_range, q_range], keys in [-1, 1], values in
+  // [0, 1].
   static FourierCase random(const ops::FourierAttentionShape& shape, float q_range = 2.0f);
 
   // ops::fourier_attention on `backend` with a poisoned output: [qh][d].
