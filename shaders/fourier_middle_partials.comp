@@ -54,8 +54,10 @@ layout(push_constant) uniform Push {
 const uint WG = gl_WorkGroupSize.x;
 const uint BLOCK = 2 * WG;                 // tokens per block: two a thread in step 1
 const uint VEC = KV_F16 ? 8u : 4u;         // tokens per 16-byte vector of a run
-const uint K_BATCH = KV_F16 ? 32u : 16u;   // K dims whose words a thread holds at once (32 registers)
-const uint V_BATCH = 8;                    // V vectors likewise
+// K dims whose words a thread holds at once (8 registers), and V vectors: batches of 32 and 8
+// took 127 registers and made the step 5% slower on the H100 (docs/benchmarks.md).
+const uint K_BATCH = KV_F16 ? 8u : 4u;
+const uint V_BATCH = 2;
 
 shared float q_s[HEAD_DIM * GROUP_BLOCK];  // [packed dim][head], scaled; 0 past the packed dims
 shared vec2 weight_s[WG * GROUP_BLOCK];    // [thread][head]: the weights of tokens 2t, 2t + 1
@@ -135,8 +137,8 @@ void main() {
     const bool live = 2 * t < n, second_live = 2 * t + 1 < n;  // the thread's tokens in the middle
     // Every load of the block's first batches at once, so that their latencies overlap.
     vec2 spectrum_share[GROUP_BLOCK];
-    uint k_half[32];  // K_BATCH of them
-    uvec2 k_full[32];
+    uint k_half[8];  // K_BATCH of them
+    uvec2 k_full[8];
     uvec4 v_words[V_BATCH];
     LOAD_SPECTRUM_SHARE(first, n)
     LOAD_KEYS(first, n, 0u)
