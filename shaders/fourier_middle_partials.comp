@@ -4,7 +4,8 @@
 // blocks split, split + num_splits, ... of BLOCK = 2 WG middle tokens and writes one partial per
 // query head (max m, sum l, the packed dims' accumulator, 0 at the compressed dims, which
 // fourier_value_partials adds) at row first_split + split of the head's partials_per_head, in
-// attention_merge's layout. A block in three steps, its loads all issued first:
+// attention_merge's layout. A block in three steps, the first batch of each step's loads (W's
+// share, K_BATCH K dims, V_BATCH V vectors) issued together before any is used:
 //  1. thread t takes tokens 2t and 2t + 1: one word (f16; two in f32) of every packed K dim's
 //     run, coalesced since a run is contiguous; their logits are q~ . k over the packed dims plus
 //     the compressed dims' (F^T a)[token] + b from the inverse transform in W, where the whole
@@ -14,7 +15,7 @@
 //  3. thread (packed V dim u, slice) reads 16-byte vectors of u's run, slices apart, and adds
 //     their weighted values for every head of the block.
 // docs/benchmarks.md (2026-11-27, fifteenth session) has the shapes measured and what is left:
-// a block's steps take about 8 us of a workgroup's time on the H100, far more than its loads
+// a block's steps take microseconds of a workgroup's time on the H100, far more than its loads
 // and arithmetic account for.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
