@@ -50,9 +50,15 @@ void fourier_attention_vulkan(Backend& backend, const FourierAttentionShape& sha
   const uint32_t middle_workgroup = std::max(kMiddleWorkgroup, (dim + 31) / 32 * 32);
   // The largest divisor of the group up to kMaxGroupBlock (the shaders' register arrays) whose
   // shared memory in fourier_middle_partials (q_s, weight_s, reduce_s) the device gives.
-  const auto middle_shared_bytes = [&](uint32_t block) { return uint64_t(block) * (4 * dim + 12 * middle_workgroup); };
+  const auto middle_fits = [&](uint32_t block) {
+    return backend.device().fits_workgroup(middle_workgroup, uint64_t(block) * (4 * dim + 12 * middle_workgroup));
+  };
   uint32_t group_block = std::min(group, kMaxGroupBlock);
-  while (group % group_block != 0 || !backend.device().fits_workgroup(middle_workgroup, middle_shared_bytes(group_block))) --group_block;
+  while (group_block > 1 && (group % group_block != 0 || !middle_fits(group_block))) --group_block;
+  require(middle_fits(group_block), KVC_ERROR_UNSUPPORTED, [&] {
+    return "fourier_attention: the device's workgroups are too small for head_dim " + std::to_string(dim) + " (" +
+           std::to_string(middle_workgroup) + " threads)";
+  });
   const uint32_t head_blocks = group / group_block;
   vk::Recorder& recorder = backend.recorder();
 
