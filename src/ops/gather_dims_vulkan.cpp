@@ -20,8 +20,11 @@ void gather_dims_vulkan(Backend& backend, const GatherDimsShape& shape, const Ga
   const GatherDimsPush push{shape.in_row_elements, shape.in_slot_stride, shape.in_first_slot,  shape.num_rows,
                             shape.dims_row,        shape.first_dim,      shape.num_dims,       shape.out_slot_stride,
                             shape.out_first_slot};
-  // + 1: a straddled f16 word at each end of the head's region, or (dim-major) of each dim's run.
-  const uint64_t words = shape.out_dim_major ? uint64_t(shape.num_rows / 2 + 2) * shape.num_dims : uint64_t(shape.num_rows) * shape.num_dims + 1;
+  // Words written (the shader loops past the grid): + 1 for a straddled f16 word at each end of
+  // the head's region, or (dim-major) + 2 for each dim's run.
+  const uint32_t per_word = shape.out_dtype == Dtype::F16 ? 2 : 1;
+  const uint64_t words = shape.out_dim_major ? uint64_t(shape.num_rows / per_word + 2) * shape.num_dims
+                                             : uint64_t(shape.num_rows) * shape.num_dims + 1;
   backend.recorder().dispatch(
       {"gather_dims", 3, sizeof(GatherDimsPush),
        {kWorkgroupSize, shape.in_dtype == Dtype::F16, shape.out_dtype == Dtype::F16, shape.out_dim_major}},
