@@ -640,7 +640,10 @@ KVC_API kvc_status kvc_cache_append_batch_device(kvc_context* context, uint32_t 
  * call; host outputs (kvc_attend's out and scores, kvc_buffer_read) are written when
  * kvc_step_wait returns KVC_OK. kvc_cache_create, kvc_cache_read, kvc_cache_reset and
  * kvc_context_trim are refused inside a step (KVC_ERROR_BAD_STATE). On the CPU backend every call runs at once and
- * a step only groups them. */
+ * a step only groups them. On Vulkan a command waits for the earlier ones only where one of
+ * them writes bytes the other reads or writes: the results are those of the calls in order,
+ * and in libkvc's own command buffer work of different calls that share no such bytes (other
+ * caches', other layers') may run at the same time. */
 
 /* Starts recording a step into libkvc's own command buffer. Waits for the previous step
  * first if it is still running. Fails with KVC_ERROR_BAD_STATE when a step is open. */
@@ -652,6 +655,11 @@ KVC_API kvc_status kvc_step_begin(kvc_context* context);
  *  - before: libkvc's first command waits (a global memory barrier) for every compute-shader
  *    and transfer write recorded before it in `command_buffer`, so Q, K and V written by the
  *    application's kernels or copies just before are seen;
+ *  - between: the application may record its own commands between libkvc's calls (a layer's
+ *    projections between two layers' attends); each call's first command waits for them as
+ *    at the step's start. libkvc's writes reach them only through a barrier the application
+ *    records (libkvc records none after a call; inside a call its commands wait for each
+ *    other only where one writes what another binds);
  *  - after: kvc_step_end records a barrier that makes every libkvc write available to compute
  *    shaders and transfers recorded after it (the attention output, the scores);
  *  - libkvc leaves its own compute pipeline, descriptor set and push constants bound;

@@ -65,7 +65,11 @@ SizeLimit Backend::tensor_limit() const {
 void Backend::begin() {
   require(!operation_open_, KVC_ERROR_INTERNAL, "Backend::begin inside an operation");
   operation_open_ = true;
-  if (recorder_ && step_open_) operation_start_ = recorder_->commands_recorded();
+  if (recorder_ && step_open_) {
+    operation_start_ = recorder_->commands_recorded();
+    // In an application's command buffer its own commands may come between our calls.
+    if (recorder_->external()) recorder_->order_after_all();
+  }
   if (step_open_ || !recorder_) return;
   collect_released();
   recorder_->begin();

@@ -30,6 +30,8 @@ class Buffer {
   void* mapped() const { return mapped_; }  // nullptr for DeviceLocal
   // Owned device-local memory, which vk::Reclaimer may hand out again.
   bool reusable() const { return owned_ && kind_ == MemoryKind::DeviceLocal; }
+  // An application's buffer (borrow()), whose memory other VkBuffers may alias.
+  bool borrowed() const { return !owned_; }
 
  private:
   explicit Buffer(Device& device) : device_(device) {}

@@ -148,7 +148,7 @@ size_t FftPlan::bytes() const { return impl_->buffer_bytes; }
 const FftShape& FftPlan::shape() const { return impl_->shape; }
 
 void FftPlan::record(Recorder& recorder, bool inverse) {
-  VkCommandBuffer commands = recorder.raw_commands(impl_->label);
+  VkCommandBuffer commands = recorder.raw_commands(impl_->label, data());
   VkFFTLaunchParams launch{};
   launch.commandBuffer = &commands;
   // The same VkBuffer* every time: VkFFT binds data() at the first append and never again.

@@ -5,6 +5,7 @@
 #include "vulkan/device.h"
 #include "vulkan/faults.h"
 #include "vulkan/pipeline_statistics.h"
+#include "vulkan/shader_access.h"
 #include "vulkan/shader_registry.h"
 
 namespace kvc::vk {
@@ -39,6 +40,7 @@ Pipeline::Pipeline(Device& device, VkPipelineCache cache, const KernelSpec& spec
   check(vkCreatePipelineLayout(vk_device, &layout_info, nullptr, &layout_), "vkCreatePipelineLayout");
 
   const ShaderModuleWords& words = find_shader(spec.shader);
+  written_bindings_ = written_bindings(words.words, words.word_count, spec.num_buffers);
   VkShaderModuleCreateInfo module_info{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
   module_info.codeSize = words.word_count * 4;
   module_info.pCode = words.words;

@@ -51,10 +51,13 @@ class Pipeline {
   VkPipelineLayout layout() const { return layout_; }
   VkDescriptorSetLayout set_layout() const { return set_layout_; }
   const KernelSpec& spec() const { return spec_; }
+  // Whether the shader may write binding `binding` (false where it declares it readonly).
+  bool writes(uint32_t binding) const { return written_bindings_[binding]; }
 
  private:
   Device& device_;
   KernelSpec spec_;
+  std::vector<bool> written_bindings_;
   VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
   VkPipelineLayout layout_ = VK_NULL_HANDLE;
   VkPipeline pipeline_ = VK_NULL_HANDLE;

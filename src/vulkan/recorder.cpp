@@ -52,11 +52,13 @@ void Recorder::begin(VkCommandBuffer external) {
   timestamps_written_ = 0;
   labels_.clear();
   commands_recorded_ = 0;
+  barriers_recorded_ = 0;
+  unordered_.clear();
   external_ = external;
   recording_ = true;
   // The application's commands recorded before ours, or its earlier submissions on this queue,
   // may have written what we read.
-  needs_barrier_ = true;
+  order_all_ = true;
   if (external_) return;
   check(vkResetCommandBuffer(commands_, 0), "vkResetCommandBuffer");
   VkCommandBufferBeginInfo info{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
@@ -74,15 +76,37 @@ void Recorder::barrier(VkPipelineStageFlags dst_stages, VkAccessFlags dst_access
   barrier.dstAccessMask = dst_access;
   vkCmdPipelineBarrier(commands(), VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, dst_stages, 0, 1,
                        &barrier, 0, nullptr, 0, nullptr);
+  ++barriers_recorded_;
 }
 
-void Recorder::before_command(const std::string& label) {
+Recorder::Access Recorder::access(BufferSlice slice, bool write) {
+  const VkDeviceSize end = slice.size == VK_WHOLE_SIZE ? VK_WHOLE_SIZE : slice.offset + slice.size;
+  return {slice.buffer, slice.offset, end, write};
+}
+
+bool Recorder::conflict(const Access& a, const Access& b) {
+  if (!a.write && !b.write) return false;
+  if (a.buffer->borrowed() && b.buffer->borrowed()) return true;
+  return a.buffer == b.buffer && a.begin < b.end && b.begin < a.end;
+}
+
+void Recorder::before_command(const std::string& label, const std::vector<Access>& accesses, bool after_all) {
   require(recording_, KVC_ERROR_INTERNAL, "Recorder used outside begin()/end()");
   ++commands_recorded_;
-  if (needs_barrier_)
+  bool wait = order_all_ || after_all || profiling_;
+  for (size_t i = 0; i < accesses.size() && !wait; ++i)
+    for (const Access& earlier : unordered_)
+      if (conflict(accesses[i], earlier)) {
+        wait = true;
+        break;
+      }
+  if (wait) {
     barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
             VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
-  needs_barrier_ = true;
+    unordered_.clear();
+    order_all_ = false;
+  }
+  unordered_.insert(unordered_.end(), accesses.begin(), accesses.end());
   // After the barrier, so the timestamp falls when every earlier command finished; two are
   // left for end() and a caller's timestamp().
   if (profiling_ && !label.empty() && queries_ && !external_) {
@@ -117,13 +141,15 @@ void Recorder::copy_strided(BufferSlice src, VkDeviceSize src_stride, BufferSlic
   if (bytes == 0 || count == 0) return;
   std::vector<VkBufferCopy> regions(count);
   for (uint32_t i = 0; i < count; ++i) regions[i] = {src.offset + i * src_stride, dst.offset + i * dst_stride, bytes};
-  before_command("copy");
+  const VkDeviceSize span_last = VkDeviceSize(count - 1);
+  before_command("copy", {access({src.buffer, src.offset, span_last * src_stride + bytes}, false),
+                          access({dst.buffer, dst.offset, span_last * dst_stride + bytes}, true)});
   vkCmdCopyBuffer(commands(), src.buffer->handle(), dst.buffer->handle(), count, regions.data());
 }
 
 void Recorder::fill(BufferSlice dst, VkDeviceSize bytes, uint32_t word) {
   if (bytes == 0) return;
-  before_command("fill");
+  before_command("fill", {access({dst.buffer, dst.offset, bytes}, true)});
   vkCmdFillBuffer(commands(), dst.buffer->handle(), dst.offset, bytes, word);
 }
 
@@ -172,7 +198,12 @@ void Recorder::dispatch(const KernelSpec& spec, const BufferSlice* buffers, size
                         uint32_t groups_y, uint32_t groups_z) {
   require(count == spec.descriptor_count(), KVC_ERROR_INTERNAL, spec.shader + ": wrong number of buffers");
   const Pipeline& pipeline = device_.pipelines().get(spec);
-  before_command(spec.shader);
+  std::vector<Access> accesses;
+  accesses.reserve(count);
+  for (uint32_t binding = 0, first = 0; binding < spec.num_buffers; first += spec.binding_length(binding++))
+    for (uint32_t i = first; i < first + spec.binding_length(binding); ++i)
+      accesses.push_back(access(buffers[i], pipeline.writes(binding)));
+  before_command(spec.shader, accesses);
   const VkDescriptorSet set = allocate_set(pipeline.set_layout());
   std::vector<VkDescriptorBufferInfo> infos;
   std::vector<VkWriteDescriptorSet> writes;
@@ -199,7 +230,7 @@ uint32_t Recorder::timestamp() {
   require(queries_ != VK_NULL_HANDLE, KVC_ERROR_UNSUPPORTED, "the device's queue has no timestamp support");
   require(!external_, KVC_ERROR_INTERNAL, "a timestamp recorded into an application's command buffer");
   require(timestamps_written_ < timestamp_capacity_, KVC_ERROR_INTERNAL, "too many timestamps in one submission");
-  before_command("");
+  before_command("", {}, true);
   return write_timestamp("");
 }
 
@@ -209,8 +240,8 @@ uint32_t Recorder::write_timestamp(std::string label) {
   return timestamps_written_++;
 }
 
-VkCommandBuffer Recorder::raw_commands(const std::string& label) {
-  before_command(label);
+VkCommandBuffer Recorder::raw_commands(const std::string& label, BufferSlice written) {
+  before_command(label, {access(written, true)});
   return commands();
 }
 

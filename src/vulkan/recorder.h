@@ -1,8 +1,12 @@
 // Records one submission of compute work: uploads through staging, dispatches, read-backs and
 // timestamps; end() submits it without waiting and wait() waits for it (submit() does both).
-// Every command waits for the ones recorded before it (a full compute/transfer barrier), which
-// is what every op sequence in libkvc needs. A recording may also go into an application's
-// command buffer, which the application submits (kvc_step_begin_commands).
+// A command waits for the ones recorded before it (a full compute/transfer barrier) only where
+// it must: where it binds a range of a buffer that a command since the last barrier binds too,
+// and one of the two may write it (a dispatch may write every binding its shader does not
+// declare readonly). Commands that share no written bytes run together, as a step's next
+// layer's append beside this layer's merge. Under KVC_PROFILE every command waits, so that its
+// timestamps time it alone. A recording may also go into an application's command buffer,
+// which the application submits (kvc_step_begin_commands).
 #pragma once
 
 #include <cstdint>
@@ -68,13 +72,31 @@ class Recorder {
   double last_submission_ns() const;
   // Nanoseconds between two timestamps of the last submission.
   double elapsed_ns(uint32_t from, uint32_t to) const;
-  // For third-party recorders (VkFFT): the command buffer being recorded, after a barrier;
-  // `label` names what they record for KVC_PROFILE.
-  VkCommandBuffer raw_commands(const std::string& label);
+  // For third-party recorders (VkFFT): the command buffer being recorded, ordered after every
+  // earlier command that shares bytes with `written` (what they record may read and write it,
+  // and nothing else the recorder sees); `label` names it for KVC_PROFILE.
+  VkCommandBuffer raw_commands(const std::string& label, BufferSlice written);
+  // The next command waits for every command recorded before it, whoever recorded it (an
+  // application may record its own between libkvc's calls into its command buffer).
+  void order_after_all() { order_all_ = true; }
+  // Barriers recorded since begin() (for tests of the ordering).
+  uint64_t barriers_recorded() const { return barriers_recorded_; }
 
  private:
-  // Every command starts here; `label` names it for KVC_PROFILE (vulkan/profile.h).
-  void before_command(const std::string& label);
+  // A byte range a command binds, and whether it may write it.
+  struct Access {
+    const Buffer* buffer;
+    VkDeviceSize begin, end;
+    bool write;
+  };
+  static Access access(BufferSlice slice, bool write);
+  // Whether `a` and `b` may touch a byte in common, one of them writing it. An application's
+  // buffers may alias each other's memory, so any two of them count as overlapping.
+  static bool conflict(const Access& a, const Access& b);
+  // Every command starts here: a barrier first where the command conflicts with one since the
+  // last barrier (or `after_all`: it must follow every earlier command). `label` names it for
+  // KVC_PROFILE (vulkan/profile.h).
+  void before_command(const std::string& label, const std::vector<Access>& accesses, bool after_all = false);
   uint32_t write_timestamp(std::string label);
   // The barrier that makes every earlier compute and transfer write visible to what follows.
   void barrier(VkPipelineStageFlags dst_stages, VkAccessFlags dst_access);
@@ -109,7 +131,9 @@ class Recorder {
   VkCommandBuffer external_ = VK_NULL_HANDLE;  // the application's, while recording into it
   bool recording_ = false;
   bool in_flight_ = false;  // submitted, not yet waited for
-  bool needs_barrier_ = false;
+  std::vector<Access> unordered_;  // what the commands since the last barrier bind
+  bool order_all_ = false;          // the next command waits for everything before it
+  uint64_t barriers_recorded_ = 0;
   uint64_t commands_recorded_ = 0;
 };
 

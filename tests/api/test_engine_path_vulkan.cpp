@@ -452,12 +452,13 @@ class Application {
 };
 
 // The device path as an engine that records its own work runs it: per chunk the application
-// copies every layer's K, V and Q from its upload buffer into its device buffer (wrapped for
-// libkvc from an offset on), libkvc records the step into the application's command buffer
-// right after those copies, the application copies the outputs and scores to its read-back
-// buffer right after kvc_step_end, then submits and waits on its own fence. Neither side
-// records a barrier of its own: the ones kvc_step_begin_commands and kvc_step_end promise
-// must do.
+// copies each layer's K, V and Q from its upload buffer into its device buffer (wrapped for
+// libkvc from an offset on), the first layer's before kvc_step_begin_commands and every other
+// layer's between libkvc's calls, as an engine's projections come between two layers' attends;
+// the application copies the outputs and scores to its read-back buffer right after
+// kvc_step_end, then submits and waits on its own fence. The application's only barrier is the
+// one before each copy between libkvc's calls (they bind the buffer it writes); libkvc's
+// (kvc_step_begin_commands, each call, kvc_step_end) must do the rest.
 class ApplicationFeed : public test::CacheFeed {
  public:
   ApplicationFeed(Application& app, kvc_context* context, const kvc_cache_desc& desc, uint32_t largest_chunk)
@@ -493,20 +494,32 @@ class ApplicationFeed : public test::CacheFeed {
 
   void feed(const std::vector<test::StepInputs>& inputs, uint32_t n, bool with_scores, bool end_prefill) override {
     results_.assign(desc_.num_layers, test::LayerResult());
-    std::vector<VkBufferCopy> copies_in, copies_out;
+    std::vector<std::vector<VkBufferCopy>> copies_in(desc_.num_layers);
+    std::vector<VkBufferCopy> copies_out;
     for (uint32_t layer = 0; layer < desc_.num_layers; ++layer) {
       const test::StepInputs& in = inputs[layer];
       const Places& places = layers_[layer];
       for (auto [place, tensor] : {std::pair{places.k, &in.k}, {places.v, &in.v}, {places.q, &in.q}}) {
         std::memcpy(upload_->mapped + place, tensor->data(), tensor->size());
-        copies_in.push_back({place, wrap_offset_ + place, tensor->size()});
+        copies_in[layer].push_back({place, wrap_offset_ + place, tensor->size()});
       }
     }
     const auto view = [&](uint64_t place) { return kvc_buffer_view{wrapped_.get(), place}; };
     app_.run([&](VkCommandBuffer commands) {
-      vkCmdCopyBuffer(commands, upload_->buffer, device_->buffer, uint32_t(copies_in.size()), copies_in.data());
+      const auto copy_in = [&](uint32_t layer) {
+        vkCmdCopyBuffer(commands, upload_->buffer, device_->buffer, uint32_t(copies_in[layer].size()), copies_in[layer].data());
+      };
+      copy_in(0);
       test::require_ok(context_, kvc_step_begin_commands(context_, commands), "kvc_step_begin_commands");
       for (uint32_t layer = 0; layer < desc_.num_layers; ++layer) {
+        if (layer > 0) {
+          VkMemoryBarrier after_libkvc{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+          after_libkvc.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+          after_libkvc.dstAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+          vkCmdPipelineBarrier(commands, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                               VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &after_libkvc, 0, nullptr, 0, nullptr);
+          copy_in(layer);
+        }
         const Places& places = layers_[layer];
         test::LayerResult& result = results_[layer];
         test::require_ok(context_, kvc_cache_append_device(cache(), layer, n, desc_.dtype, view(places.k), view(places.v)),

@@ -1,0 +1,73 @@
+// The recorder's barriers (vulkan/recorder.h): a command waits for the earlier ones only where
+// one of the two may write bytes the other binds; what it orders still computes the right bytes.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "ops/copy.h"
+#include "support/test_support.h"
+#include "vulkan/recorder.h"
+
+namespace kvc {
+
+TEST_CASE("command order: barriers only between commands that share written bytes, results intact") {
+  Backend* gpu = test::vulkan_backend();
+  REQUIRE(gpu != nullptr);
+  constexpr size_t kWords = 4099;  // odd, and not a multiple of the copy's 16 bytes a thread
+  constexpr size_t kBytes = kWords * 4;
+  std::vector<uint32_t> a(kWords), c(kWords);
+  std::iota(a.begin(), a.end(), 7u);
+  std::iota(c.begin(), c.end(), 100000u);
+  auto ta = test::make_tensor(*gpu, a.data(), kBytes);
+  auto tc = test::make_tensor(*gpu, c.data(), kBytes);
+  auto tb = test::make_poisoned(*gpu, 2 * kBytes);
+  auto td = test::make_poisoned(*gpu, kBytes);
+  auto te = test::make_poisoned(*gpu, kBytes);
+  vk::Recorder& recorder = gpu->recorder();
+  const auto copy = [&](Tensor& src, size_t src_offset, Tensor& dst, size_t dst_offset, size_t bytes) {
+    ops::copy(*gpu, {View{&src, src_offset}, View{&dst, dst_offset}, bytes});
+  };
+  const size_t kHalf = (kWords / 8) * 16;  // B's first half ends here, 16-byte aligned
+
+  gpu->begin();
+  copy(*ta, 0, *tb, 0, kHalf);  // B[0, h) = A; waits for what came before (the submission's timestamp or the application's commands)
+  const uint64_t first = recorder.barriers_recorded();
+  copy(*ta, 0, *td, 0, kHalf);  // reads A again (both read-only), writes D: no barrier
+  recorder.copy(tc->slice(0, kBytes), tb->slice(kBytes, kBytes), kBytes);  // B's second half: no byte in common
+  CHECK(recorder.barriers_recorded() == first);
+  copy(*tb, 0, *te, 0, kHalf);  // reads B's first half, written above: a barrier
+  CHECK(recorder.barriers_recorded() == first + 1);
+  recorder.fill(td->slice(0, kBytes), kBytes, 0x01020304u);  // writes D, written before the barrier: none
+  CHECK(recorder.barriers_recorded() == first + 1);
+  recorder.fill(tb->slice(0, 16), 16, 0xdeadbeefu);  // writes B's first words, read just now: a barrier
+  CHECK(recorder.barriers_recorded() == first + 2);
+  recorder.copy(td->slice(0, 64), ta->slice(0, 64), 64);  // reads D, filled before that barrier; writes A, read before it
+  CHECK(recorder.barriers_recorded() == first + 2);
+  recorder.copy(td->slice(64, 64), td->slice(1024, 64), 64);  // writes D past what the copy above reads: none
+  CHECK(recorder.barriers_recorded() == first + 2);
+  recorder.copy(td->slice(1024, 16), te->slice(kHalf, 16), 16);  // reads what the copy above wrote: a barrier
+  CHECK(recorder.barriers_recorded() == first + 3);
+  gpu->submit();
+
+  const auto words = [&](const Tensor& tensor, size_t count) {
+    const std::vector<unsigned char> bytes = test::read_tensor(*gpu, tensor, count * 4);
+    std::vector<uint32_t> out(count);
+    std::memcpy(out.data(), bytes.data(), bytes.size());
+    return out;
+  };
+  const std::vector<uint32_t> b = words(*tb, 2 * kWords), d = words(*td, kWords), e = words(*te, kWords),
+                              a_after = words(*ta, kWords);
+  for (size_t i = 0; i < kHalf / 4; ++i) {
+    REQUIRE(b[i] == (i < 4 ? 0xdeadbeefu : a[i]));
+    REQUIRE(e[i] == a[i]);
+  }
+  for (size_t i = 0; i < kWords; ++i) REQUIRE(b[kWords + i] == c[i]);
+  for (size_t i = 0; i < kWords; ++i) REQUIRE(d[i] == 0x01020304u);  // the fill came after the copy into D
+  for (size_t i = 0; i < kWords; ++i) REQUIRE(a_after[i] == (i < 16 ? 0x01020304u : a[i]));
+  for (size_t i = 0; i < 4; ++i) REQUIRE(e[kHalf / 4 + i] == 0x01020304u);
+}
+
+}  // namespace kvc
