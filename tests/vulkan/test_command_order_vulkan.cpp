@@ -71,3 +71,26 @@ TEST_CASE("command order: barriers only between commands that share written byte
 }
 
 }  // namespace kvc
+
+namespace kvc {
+
+// Run by CI under the validation layer's synchronization checks, which must fail it: two fills
+// of one buffer with no barrier between them, the recorder told (falsely) that the second
+// writes another buffer. It shows the checks that pass the suite's steps would see a barrier
+// the recorder left out.
+TEST_CASE("a planted synchronization hazard fails the run" * doctest::skip()) {
+  Backend* gpu = test::vulkan_backend();
+  REQUIRE(gpu != nullptr);
+  auto target = test::make_poisoned(*gpu, 256);
+  auto elsewhere = test::make_poisoned(*gpu, 256);
+  vk::Recorder& recorder = gpu->recorder();
+  gpu->begin();
+  recorder.fill(target->slice(0, 256), 256, 1u);
+  const uint64_t barriers = recorder.barriers_recorded();
+  VkCommandBuffer commands = recorder.raw_commands("planted", elsewhere->slice(0, 256));
+  vkCmdFillBuffer(commands, target->slice(0, 256).buffer->handle(), target->slice(0, 256).offset, 256, 2u);
+  CHECK(recorder.barriers_recorded() == barriers);
+  gpu->submit();
+}
+
+}  // namespace kvc
