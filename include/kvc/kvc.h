@@ -657,9 +657,10 @@ KVC_API kvc_status kvc_step_begin(kvc_context* context);
  *    application's kernels or copies just before are seen;
  *  - between: the application may record its own commands between libkvc's calls (a layer's
  *    projections between two layers' attends); each call's first command waits for them as
- *    at the step's start. libkvc's writes reach them only through a barrier the application
- *    records (libkvc records none after a call; inside a call its commands wait for each
- *    other only where one writes what another binds);
+ *    at the step's start. The application's commands are ordered after libkvc's accesses (its
+ *    reads of what they write, its writes of what they read or write) only by a barrier the
+ *    application records: libkvc records none after a call (inside a call its commands wait
+ *    for each other only where one writes what another binds);
  *  - after: kvc_step_end records a barrier that makes every libkvc write available to compute
  *    shaders and transfers recorded after it (the attention output, the scores);
  *  - libkvc leaves its own compute pipeline, descriptor set and push constants bound;

@@ -105,8 +105,8 @@ class Backend {
   void download(const Tensor& src, size_t src_offset, void* dst, size_t bytes);
   void copy(const Tensor& src, size_t src_offset, Tensor& dst, size_t dst_offset, size_t bytes);
   // `count` copies of `bytes`, copy i from src_offset + i * src_stride to dst_offset +
-  // i * dst_stride (the same rows of every head, say): one command on Vulkan, so one barrier
-  // where a copy per head would wait for each. No destination may overlap a source.
+  // i * dst_stride (the same rows of every head, say): one command on Vulkan, recorded once
+  // where a copy per head would be a command each. No destination may overlap a source.
   void copy_strided(const Tensor& src, size_t src_offset, size_t src_stride, Tensor& dst, size_t dst_offset,
                     size_t dst_stride, size_t bytes, uint32_t count);
   void submit();

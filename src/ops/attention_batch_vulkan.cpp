@@ -125,8 +125,8 @@ void attention_batch_vulkan(Backend& backend, const std::vector<DecodeEntry>& en
 
   Tensor& table_tensor = backend.scratch(ScratchId::AttentionBatchTable, table.size() * sizeof(uint32_t));
   backend.upload(table.data(), table.size() * sizeof(uint32_t), table_tensor, 0);
-  // The groups run one after another (every command waits for the one before), so they share
-  // the partials.
+  // The groups share the partials: each group's first dispatch writes what the one before's merge
+  // read, so the recorder orders them one after another.
   Tensor& partials = backend.scratch(ScratchId::AttentionPartials, partial_rows * (dim + 2) * sizeof(float));
   Tensor& lse = backend.scratch(ScratchId::AttentionLse, size_t(caches_per_dispatch) * shape.num_q_heads * sizeof(float));
   const DecodeBlocks blocks = decode_blocks(shape);

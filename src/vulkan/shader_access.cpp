@@ -7,6 +7,7 @@ namespace kvc::vk {
 namespace {
 
 // SPIR-V's numbers for what the scan reads (the SPIR-V 1.6 specification, sec. 3).
+constexpr uint32_t kMagic = 0x07230203u;
 enum Op : uint32_t {
   kOpTypeArray = 28,
   kOpTypeRuntimeArray = 29,
@@ -15,6 +16,8 @@ enum Op : uint32_t {
   kOpVariable = 59,
   kOpDecorate = 71,
   kOpMemberDecorate = 72,
+  kOpDecorationGroup = 73,  // groups (73-75) are not followed: a module with one counts as malformed
+  kOpGroupMemberDecorate = 75,
 };
 enum Decoration : uint32_t { kNonWritable = 24, kBinding = 33, kDescriptorSet = 34 };
 constexpr size_t kHeaderWords = 5;
@@ -29,10 +32,11 @@ struct Module {
 };
 
 bool scan(const uint32_t* words, size_t word_count, Module& module) {
-  if (word_count < kHeaderWords) return false;
+  if (word_count < kHeaderWords || words[0] != kMagic) return false;
   for (size_t at = kHeaderWords; at < word_count;) {
     const uint32_t length = words[at] >> 16, op = words[at] & 0xffffu;
     if (length == 0 || at + length > word_count) return false;
+    if (op >= kOpDecorationGroup && op <= kOpGroupMemberDecorate) return false;
     const uint32_t* operand = words + at + 1;
     if (op == kOpDecorate && length >= 3) {
       if (operand[1] == kNonWritable) module.non_writable.insert(operand[0]);
@@ -60,10 +64,15 @@ bool read_only(const Module& module, uint32_t variable) {
   if (module.non_writable.count(variable)) return true;
   const auto pointer = module.variable_type.find(variable);
   if (pointer == module.variable_type.end()) return false;
+  // Behind the pointer and the arrays; a chain longer than a module's types (a cycle: malformed)
+  // leaves the binding written.
   uint32_t type = pointer->second;
+  size_t steps = 0;
   for (auto element = module.element_type.find(type); element != module.element_type.end();
-       element = module.element_type.find(type))
+       element = module.element_type.find(type)) {
+    if (++steps > module.element_type.size()) return false;
     type = element->second;
+  }
   const auto members = module.struct_members.find(type);
   const auto marked = module.non_writable_members.find(type);
   return members != module.struct_members.end() && marked != module.non_writable_members.end() &&
