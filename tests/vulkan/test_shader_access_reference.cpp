@@ -130,7 +130,8 @@ std::string shader_source(const std::string& name) {
 // What the GLSL says, an oracle beside the SPIR-V: per binding, whether a declaration of it
 // lacks `readonly` (bindings never declared count as written, as the scan has them).
 std::vector<bool> declared_written(const std::string& source) {
-  const std::regex declaration(R"re(layout\s*\(\s*binding\s*=\s*(\d+)\s*\)\s*((?:[a-z]+\s+)*)buffer\b)re");
+  // Any layout qualifiers around the binding (std430, set = 0, ...), any qualifiers before `buffer`.
+  const std::regex declaration(R"re(layout\s*\([^)]*\bbinding\s*=\s*(\d+)[^)]*\)\s*((?:[a-z]+\s+)*)buffer\b)re");
   std::vector<int> readers, writers;
   for (std::sregex_iterator it(source.begin(), source.end(), declaration), end; it != end; ++it) {
     const size_t binding = std::stoul((*it)[1].str());
