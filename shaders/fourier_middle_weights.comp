@@ -30,24 +30,12 @@ layout(push_constant) uniform Push {
 const uint WG = gl_WorkGroupSize.x;
 const uint POINTS = 4;  // points per thread, WG apart
 
-shared vec2 max_s[WG];
+#include "middle_max.glsl"
 
 void main() {
   const uint pair = gl_WorkGroupID.y, t = gl_LocalInvocationID.x;
   const bool has_odd = 2 * pair + 1 < push.num_q_heads;
-  vec2 local_max = vec2(KVC_NEG_INF);
-  for (uint s = t; s < push.middle_splits; s += WG) {
-    const uint split = push.first_middle_split + s;
-    local_max.x = max(local_max.x, partials[(2 * pair * push.num_splits + split) * (HEAD_DIM + 2)]);
-    if (has_odd) local_max.y = max(local_max.y, partials[((2 * pair + 1) * push.num_splits + split) * (HEAD_DIM + 2)]);
-  }
-  max_s[t] = local_max;
-  barrier();
-  for (uint width = WG / 2; width > 0; width /= 2) {
-    if (t < width) max_s[t] = max(max_s[t], max_s[t + width]);
-    barrier();
-  }
-  const vec2 middle_max = max_s[0];
+  const vec2 middle_max = pair_middle_max(pair, has_odd);
   if (gl_WorkGroupID.x == 0 && t == 0) {
     head_terms[push.num_q_heads + 2 * pair] = middle_max.x;
     if (has_odd) head_terms[push.num_q_heads + 2 * pair + 1] = middle_max.y;

@@ -6,7 +6,9 @@
 // compressed dims over sqrt(d). F^T a is real: the inverse DFT of the Hermitian sequence
 // H[0] = a_cos[0], H[n] = (a_cos[n] - i a_sin[n]) / 2 and H[T - n] = conj H[n] (0 < n < N), zero
 // elsewhere (2N <= T keeps the halves apart). So one complex transform carries two query heads:
-// the inverse DFT of W = H_{2s} + i H_{2s+1} is F^T a_{2s} + i F^T a_{2s+1}.
+// the inverse DFT of W = H_{2s} + i H_{2s+1} is F^T a_{2s} + i F^T a_{2s+1}. W is written at
+// spectrum_length points a pair: T for VkFFT's transform, or 2N (bin -n at 2N - n) for the
+// pruned route's, which reads the nonzero bins alone.
 //
 // Workgroup (pair s, block of ROWS rows of C) stages the block of each head's kv head in shared
 // memory (coalesced reads, all issued before any is used), writes W at the block's bins and their
@@ -25,14 +27,14 @@ layout(binding = 0) readonly buffer Query { uint q_words[]; };                  
 layout(binding = 1) readonly buffer KeyDims { uint k_dims[]; };                   // [num_kv_heads][HEAD_DIM]
 layout(binding = 2) readonly buffer KeyCoefficients { float k_coefficients[]; };  // [num_kv_heads][2N][compressed]
 layout(binding = 3) readonly buffer KeyAffine { float k_affine[]; };              // [num_kv_heads][2][compressed]
-layout(binding = 4) writeonly buffer Spectrum { vec2 spectrum[]; };               // W: [pairs][T]
+layout(binding = 4) writeonly buffer Spectrum { vec2 spectrum[]; };               // W: [pairs][spectrum_length]
 layout(binding = 5) writeonly buffer HeadTerms { float head_terms[]; };           // b at [head]
 
 layout(push_constant) uniform Push {
   uint num_q_heads;
   uint group_size;
   uint num_states;
-  uint window_length;
+  uint spectrum_length;  // T (VkFFT's transform of the whole sequence) or 2N (the pruned route's bins)
   uint compressed;
   float scale;  // 1 / sqrt(HEAD_DIM)
 } push;
@@ -112,7 +114,7 @@ void main() {
   }
   barrier();
 
-  const uint T = push.window_length, sequence = pair * T;
+  const uint T = push.spectrum_length, sequence = pair * T;
   if (t < rows / 2) {
     const uint n = first_row / 2 + t;
     const float cos_even = a_s[2 * t], sin_even = a_s[2 * t + 1], cos_odd = a_s[ROWS + 2 * t], sin_odd = a_s[ROWS + 2 * t + 1];
@@ -123,7 +125,7 @@ void main() {
       spectrum[sequence + T - n] = 0.5 * vec2(cos_even - sin_odd, cos_odd + sin_even);
     }
   }
-  // Bins N .. T - N hold nothing; the transform ran in place, so they are written every time.
+  // Bins N .. T - N hold nothing; VkFFT's transform ran in place, so they are written every time.
   const uint zeros = T - 2 * push.num_states + 1;
   for (uint i = block * WG + t; i < zeros; i += gl_NumWorkGroups.y * WG) spectrum[sequence + push.num_states + i] = vec2(0.0);
 }

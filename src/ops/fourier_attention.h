@@ -8,7 +8,8 @@
 // are F^T (C_k q~) + b, one DFT of 2N values per query head evaluated at the L middle tokens,
 // and their values' share is C_v^T (F p), one DFT of the L probabilities at N bins (both VkFFT
 // transforms of length T, two query heads per complex sequence since both signals are real):
-// O(T log T + L |D^u|) per query head. The full rows go through flash-decoding's split
+// O(T log T + L |D^u|) per query head. Where T = R B with B the least power of two >= 2N, the
+// transforms are pruned to the 2N - 1 bins they use: R short DFTs of B points in shared memory. The full rows go through flash-decoding's split
 // (attention_decode), the middle's packed dims through their own split
 // (shaders/fourier_middle_partials.comp), and attention_merge combines them.
 // FlashFourierAttention's fused route (appendix D: each workgroup rebuilds tiles of middle
@@ -54,9 +55,9 @@ struct FourierAttentionArgs {
   View out;                              // [num_q_heads][head_dim]
 };
 
-// Outside a submission, before the first call of this shape's num_q_heads and window_length:
-// plans the transforms and keeps them while the handle lives (so none is made on the decode
-// path). Null on the CPU.
+// Outside a submission, before the first call of this shape's num_q_heads, num_states and
+// window_length: plans the transforms and keeps them while the handle lives (so none is made on
+// the decode path). Null on the CPU and where the transforms need no plan.
 std::shared_ptr<void> fourier_attention_prepare(Backend& backend, const FourierAttentionShape& shape);
 
 void fourier_attention(Backend& backend, const FourierAttentionShape& shape, const FourierAttentionArgs& args);
@@ -64,6 +65,9 @@ void fourier_attention(Backend& backend, const FourierAttentionShape& shape, con
 // ops::attention_cpu does: a direct softmax with double accumulation.
 void fourier_attention_cpu(const FourierAttentionShape& shape, const FourierAttentionArgs& args);
 void fourier_attention_vulkan(Backend& backend, const FourierAttentionShape& shape, const FourierAttentionArgs& args);
+// Whether fourier_attention_vulkan takes the pruned transforms for `shape` (false with no
+// middle: no transforms at all; tests).
+bool fourier_attention_pruned_vulkan(Backend& backend, const FourierAttentionShape& shape);
 std::shared_ptr<void> fourier_attention_prepare_vulkan(Backend& backend, const FourierAttentionShape& shape);
 
 }  // namespace kvc::ops

@@ -1,12 +1,23 @@
-// Vulkan FourierAttention decode: flash-decoding's split and merge around two VkFFT transforms
-// of one sequence per pair of query heads (their plan's buffer W holds the step's spectrum,
-// logits and weights in turn): fourier_query_coefficients (W = the pairs' a), the inverse
-// transform (F^T a), attention_decode over the full rows and fourier_middle_partials over the
-// middle (W = the middle's logits), fourier_middle_weights (W = their weights), the forward
-// transform (F w), fourier_value_partials (the compressed dims' share) and attention_merge.
-// Each query head's partials: the full rows' splits, the middle's, then the value blocks.
+// Vulkan FourierAttention decode: flash-decoding's split and merge around two transforms of
+// one sequence per pair of query heads: fourier_query_coefficients (W = the pairs' a), the
+// inverse transform (F^T a), attention_decode over the full rows and fourier_middle_partials
+// over the middle (the middle's logits), the weights and the forward transform (F w),
+// fourier_value_partials (the compressed dims' share) and attention_merge. Each query head's
+// partials: the full rows' splits, the middle's, then the value blocks.
+// The transforms take one of two routes:
+// - pruned, where T = R B with B the least power of two >= 2N and a workgroup holds a B-point
+//   run in shared memory: W's 2N - 1 nonzero bins become the L logits by R short inverse DFTs
+//   (fourier_logits_transform), and the weights their 2N - 1 bins by R short forward DFTs
+//   (fourier_weights_transform, which forms the weights as it loads the logits): each a single
+//   dispatch that touches each point once;
+// - otherwise VkFFT's length-T transforms in place in their plan's buffer, W written whole
+//   (zeros included) and the weights formed by fourier_middle_weights.
+// KVC_FOURIER_TRANSFORM=length asks for the second route where the first applies (read per
+// call), so that the two can be measured against each other.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "ops/decode_split_vulkan.h"
@@ -28,13 +39,48 @@ constexpr uint32_t kCoefficientRows = 16;     // fourier_query_coefficients' ROW
 constexpr uint32_t kWeightPoints = 4;         // fourier_middle_weights' POINTS
 constexpr uint32_t kValueBins = 32;           // fourier_value_partials' BINS
 
-// Both transforms: one sequence of length T per pair of query heads.
+constexpr uint32_t kPrunedMaxPoints = 4096;   // the pruned kernels' shared runs: 32 KiB of vec2
+
+// VkFFT's route: one sequence of length T per pair of query heads.
 vk::FftShape transform_shape(const FourierAttentionShape& shape) { return {shape.window_length, (shape.num_q_heads + 1) / 2}; }
+
+// The pruned route's runs: B = 2^length_log2, `runs` of the R = T / B residues a workgroup,
+// `blocks` workgroups a pair; all 0 where the route does not apply.
+struct PrunedTransform {
+  explicit operator bool() const { return residues > 0; }
+  uint32_t length_log2 = 0;
+  uint32_t runs = 0;
+  uint32_t residues = 0;
+  uint32_t blocks = 0;
+};
+
+PrunedTransform pruned_transform(Backend& backend, const FourierAttentionShape& shape) {
+  const char* setting = std::getenv("KVC_FOURIER_TRANSFORM");
+  if (setting != nullptr && std::strcmp(setting, "length") == 0) return {};
+  uint32_t length = 2, length_log2 = 1;  // B >= 2N >= 2
+  for (; length < 2 * shape.num_states; ++length_log2) length *= 2;
+  if (shape.window_length % length != 0) return {};
+  uint32_t points = kPrunedMaxPoints;
+  // fourier_weights_transform's shared memory: the runs and a vec2 a thread for the maxima.
+  while (points >= length && !backend.device().fits_workgroup(kWorkgroup, uint64_t(points) * 8 + kWorkgroup * 8)) points /= 2;
+  if (points < length) return {};
+  PrunedTransform pruned;
+  pruned.length_log2 = length_log2;
+  pruned.residues = shape.window_length / length;
+  pruned.runs = std::min(points / length, pruned.residues);
+  pruned.blocks = (pruned.residues + pruned.runs - 1) / pruned.runs;
+  return pruned;
+}
 
 }  // namespace
 
 std::shared_ptr<void> fourier_attention_prepare_vulkan(Backend& backend, const FourierAttentionShape& shape) {
+  if (pruned_transform(backend, shape)) return nullptr;  // nothing to plan
   return backend.fft_plans().keep(transform_shape(shape));
+}
+
+bool fourier_attention_pruned_vulkan(Backend& backend, const FourierAttentionShape& shape) {
+  return shape.num_middle > 0 && pruned_transform(backend, shape);
 }
 
 void fourier_attention_vulkan(Backend& backend, const FourierAttentionShape& shape, const FourierAttentionArgs& args) {
@@ -82,17 +128,36 @@ void fourier_attention_vulkan(Backend& backend, const FourierAttentionShape& sha
   Tensor& lse = backend.scratch(ScratchId::AttentionLse, size_t(heads) * 4);
   const uint32_t pairs = (heads + 1) / 2;
 
-  vk::FftPlan* plan = has_middle ? &backend.fft_plans().get(transform_shape(shape)) : nullptr;
+  const PrunedTransform pruned = has_middle ? pruned_transform(backend, shape) : PrunedTransform{};
+  vk::FftPlan* plan = has_middle && !pruned ? &backend.fft_plans().get(transform_shape(shape)) : nullptr;
+  // W, the logits and F w: in the plan's buffer in turn, or W's nonzero bins (at n mod 2N), the
+  // logits [pairs][T] and the blocks' shares of F w [pairs][blocks][2N] in scratch.
+  vk::BufferSlice spectrum, logits, bins;
+  const uint32_t spectrum_length = pruned ? 2 * states : window, spectrum_blocks = pruned ? pruned.blocks : 1;
+  if (pruned) {
+    spectrum = slice(view(backend.scratch(ScratchId::FourierSpectrum, size_t(pairs) * spectrum_length * 8)));
+    logits = slice(view(backend.scratch(ScratchId::FourierLogits, size_t(pairs) * window * 8)));
+    bins = slice(view(backend.scratch(ScratchId::FourierBins, size_t(pairs) * spectrum_blocks * spectrum_length * 8)));
+  } else if (plan) {
+    spectrum = logits = bins = plan->data();
+  }
   if (has_middle) {
+    // W's bins n and -n at n and spectrum_length - n; its zeros, where there are any, written.
     const struct {
-      uint32_t num_q_heads, group_size, num_states, window_length, compressed;
+      uint32_t num_q_heads, group_size, num_states, spectrum_length, compressed;
       float scale;
-    } push{heads, group, states, window, shape.k_compressed, scale};
+    } push{heads, group, states, spectrum_length, shape.k_compressed, scale};
     recorder.dispatch({"fourier_query_coefficients", 6, sizeof(push), {kWorkgroup, dim, f16}},
-                      {slice(args.q), slice(args.k_dims), slice(args.k_coefficients), slice(args.k_affine), plan->data(),
+                      {slice(args.q), slice(args.k_dims), slice(args.k_coefficients), slice(args.k_affine), spectrum,
                        slice(view(head_terms))},
                       &push, pairs, (2 * states + kCoefficientRows - 1) / kCoefficientRows);
-    plan->record(recorder, true);  // W's inverse DFT: F^T a of both heads of every pair
+    if (pruned) {
+      const uint32_t logits_push[4] = {states, window, middle, pruned.residues};
+      recorder.dispatch({"fourier_logits_transform", 2, sizeof(logits_push), {kWorkgroup, pruned.length_log2, pruned.runs}},
+                        {spectrum, logits}, logits_push, pruned.blocks, pairs);
+    } else {
+      plan->record(recorder, true);  // W's inverse DFT: F^T a of both heads of every pair
+    }
   }
   AttentionArgs full_args;
   full_args.q = args.q;
@@ -106,17 +171,24 @@ void fourier_attention_vulkan(Backend& backend, const FourierAttentionShape& sha
       float scale;
     } push{middle, shape.middle_stride, shape.k_compressed, shape.v_compressed, group, middle_splits, full_splits, num_splits, window, scale};
     recorder.dispatch({"fourier_middle_partials", 8, sizeof(push), {middle_workgroup, dim, group_block, f16}},
-                      {slice(args.q), slice(args.k_middle), slice(args.v_middle), slice(args.k_dims), slice(args.v_dims), plan->data(),
+                      {slice(args.q), slice(args.k_middle), slice(args.v_middle), slice(args.k_dims), slice(args.v_dims), logits,
                        slice(view(head_terms)), slice(view(partials))},
                       &push, middle_splits, shape.num_kv_heads, head_blocks);
-    const uint32_t weights_push[6] = {heads, middle, window, full_splits, middle_splits, num_splits};
-    recorder.dispatch({"fourier_middle_weights", 3, sizeof(weights_push), {kWorkgroup, dim}},
-                      {slice(view(partials)), plan->data(), slice(view(head_terms))}, weights_push,
-                      group_count(window, kWorkgroup * kWeightPoints), pairs);
-    plan->record(recorder, false);  // F w at bins 0 .. N - 1, two heads per sequence
-    const uint32_t values_push[7] = {heads, group, states, window, shape.v_compressed, full_splits + middle_splits, num_splits};
+    if (pruned) {
+      const uint32_t weights_push[8] = {heads, middle, window, full_splits, middle_splits, num_splits, states, pruned.residues};
+      recorder.dispatch({"fourier_weights_transform", 4, sizeof(weights_push), {kWorkgroup, dim, pruned.length_log2, pruned.runs}},
+                        {slice(view(partials)), logits, slice(view(head_terms)), bins}, weights_push, pruned.blocks, pairs);
+    } else {
+      const uint32_t weights_push[6] = {heads, middle, window, full_splits, middle_splits, num_splits};
+      recorder.dispatch({"fourier_middle_weights", 3, sizeof(weights_push), {kWorkgroup, dim}},
+                        {slice(view(partials)), plan->data(), slice(view(head_terms))}, weights_push,
+                        group_count(window, kWorkgroup * kWeightPoints), pairs);
+      plan->record(recorder, false);  // F w at bins 0 .. N - 1, two heads per sequence
+    }
+    const uint32_t values_push[8] = {heads, group, states, spectrum_length, spectrum_blocks, shape.v_compressed,
+                                     full_splits + middle_splits, num_splits};
     recorder.dispatch({"fourier_value_partials", 6, sizeof(values_push), {kWorkgroup, dim, group_block}},
-                      {plan->data(), slice(args.v_dims), slice(args.v_coefficients), slice(args.v_affine), slice(view(head_terms)),
+                      {bins, slice(args.v_dims), slice(args.v_coefficients), slice(args.v_affine), slice(view(head_terms)),
                        slice(view(partials))},
                       values_push, value_blocks, shape.num_kv_heads, head_blocks);
   }

@@ -141,6 +141,7 @@ void FourierPolicy::allocate_device_state(Backend& backend) {
   const uint32_t heads = config_.num_kv_heads, dim = config_.head_dim;
   ops::FourierAttentionShape attention;
   attention.num_q_heads = config_.num_q_heads;
+  attention.num_states = num_states_;
   attention.window_length = window_length_;
   attention_plan_ = ops::fourier_attention_prepare(backend, attention);  // a length VkFFT refuses fails the cache's creation
   if (compression_shape(middle_capacity()).route == ops::HippoFourierRoute::Transform)

@@ -36,19 +36,43 @@ TEST_CASE("fourier_attention on Vulkan matches materialize-then-attend on the CP
       // (lavapipe), at the f32 bound below (docs/benchmarks.md).
       {8, 2, 64, 20, 0, 9000, 0, 64, 9009, 50, 40, Dtype::F16},
   };
-  for (const ops::FourierAttentionShape& base : shapes) {
+  // The pruned transforms (T a multiple of B, the least power of two >= 2N): one residue (T =
+  // B), residues that are not a power of two, more residues than a workgroup's runs with the
+  // last block partial, 2N well below B, and a long f32 window (B = 1024, four blocks).
+  const ops::FourierAttentionShape pruned_shapes[] = {
+      {6, 2, 24, 7, 0, 801, 0, 13, 832, 17, 20, Dtype::F32},       // B 32, R 26
+      {4, 2, 32, 5, 0, 4000, 0, 100, 4864, 20, 25, Dtype::F32},    // B 256, R 19: blocks of 16 and 3
+      {8, 2, 128, 35, 0, 3000, 0, 64, 4096, 102, 115, Dtype::F16},  // B 128, R 32
+      {3, 1, 64, 20, 0, 16000, 0, 512, 16384, 50, 40, Dtype::F32},  // B 1024, R 16
+  };
+  const auto check = [&](const ops::FourierAttentionShape& base, bool pruned) {
     const test::FourierCase c = test::FourierCase::random(base);
-    const std::vector<float> expected = c.run(test::cpu_backend());
-    const std::vector<float> actual = c.run(*gpu);
     const ops::FourierAttentionShape& shape = c.shape;
     INFO("seed ", test::seed(), " q_heads ", shape.num_q_heads, " kv_heads ", shape.num_kv_heads, " head_dim ", shape.head_dim,
          " full ", shape.num_full_slots, " middle ", shape.num_middle, " N ", shape.num_states, " T ", shape.window_length, " ",
          std::string(dtype_name(shape.dtype)));
-    // f32: the kernels rebuild each middle logit from VkFFT's f32 transform of length T and
-    // accumulate in f32 where the reference uses double: 1e-5 of the output scale, as for
-    // ops::attention. f16: both round the output to f16 (2^-11 relative each).
-    CHECK(test::relative_max_error(actual, expected) < (shape.dtype == Dtype::F32 ? 1e-5 : 2e-3));
+    CHECK(ops::fourier_attention_pruned_vulkan(*gpu, shape) == pruned);
+    const std::vector<float> expected = c.run(test::cpu_backend());
+    for (const bool length_route : {false, true}) {
+      if (length_route && !pruned) continue;
+      const test::EnvironmentSetting route("KVC_FOURIER_TRANSFORM", length_route ? "length" : nullptr);
+      CHECK(ops::fourier_attention_pruned_vulkan(*gpu, shape) == (pruned && !length_route));
+      const std::vector<float> actual = c.run(*gpu);
+      // f32: the kernels rebuild each middle logit from an f32 transform (of length T through
+      // VkFFT, of length B pruned) and accumulate in f32 where the reference uses double: 1e-5
+      // of the output scale, as for ops::attention. f16: both round the output to f16 (2^-11
+      // relative each).
+      CHECK(test::relative_max_error(actual, expected) < (shape.dtype == Dtype::F32 ? 1e-5 : 2e-3));
+    }
+  };
+  for (const ops::FourierAttentionShape& shape : shapes) {
+    // T a multiple of the least power of two >= 2N: 64 of 64 (N 32), 80 of 16, 4800 of 8.
+    const bool pruned = shape.num_middle > 0 &&
+                        ((shape.num_states == 32 && shape.window_length == 64) || (shape.num_states == 6 && shape.window_length == 80) ||
+                         (shape.num_states == 4 && shape.window_length == 4800));
+    check(shape, pruned);
   }
+  for (const ops::FourierAttentionShape& shape : pruned_shapes) check(shape, true);
   CHECK(test::validation_messages() == 0);
 }
 
