@@ -9,7 +9,7 @@
 // Workgroup (block of RUNS residues, pair of query heads).
 #extension GL_GOOGLE_include_directive : require
 
-layout(local_size_x_id = 0) in;
+layout(local_size_x_id = 0) in;  // POINTS / 4: two butterflies a thread a stage
 layout(constant_id = 1) const uint LENGTH_LOG2 = 10;  // B = 2^LENGTH_LOG2
 layout(constant_id = 2) const uint RUNS = 4;          // residues a workgroup
 
@@ -26,14 +26,17 @@ layout(push_constant) uniform Push {
 const uint LENGTH = 1u << LENGTH_LOG2;
 const uint POINTS = RUNS * LENGTH;
 shared vec2 fft_s[POINTS];
+shared vec2 fft_twiddle_s[LENGTH];
 
 #include "shared_fft.glsl"
 
 void main() {
   const uint pair = gl_WorkGroupID.y, first_residue = gl_WorkGroupID.x * RUNS, t = gl_LocalInvocationID.x;
   const uint N = push.num_states, T = push.window_length, R = push.residues;
+  // Decimation in time: bin m of each run goes to its bit-reversed place, so that a warp writes
+  // consecutive places (its reads of the 2N bins hit the cache) and the points leave in order.
   for (uint i = t; i < POINTS; i += gl_WorkGroupSize.x) {
-    const uint run = i >> LENGTH_LOG2, m = i & (LENGTH - 1u), r = first_residue + run;
+    const uint run = i >> LENGTH_LOG2, m = fft_position(i & (LENGTH - 1u), LENGTH_LOG2), r = first_residue + run;
     const bool positive = m < N, negative = m > LENGTH - N;  // bin m, or bin m - B
     vec2 value = vec2(0.0);
     if (r < R && (positive || negative)) {
@@ -44,10 +47,10 @@ void main() {
     }
     fft_s[i] = value;
   }
-  shared_fft(POINTS, LENGTH_LOG2, true);
+  shared_fft(POINTS, LENGTH_LOG2, true, true);
   // RUNS consecutive points for each j.
   for (uint i = t; i < POINTS; i += gl_WorkGroupSize.x) {
     const uint run = i % RUNS, j = i / RUNS, r = first_residue + run, point = r + R * j;
-    if (r < R && point < push.num_middle) logits[pair * T + point] = fft_s[run * LENGTH + fft_position(j, LENGTH_LOG2)];
+    if (r < R && point < push.num_middle) logits[pair * T + point] = fft_s[run * LENGTH + j];
   }
 }

@@ -10,7 +10,7 @@
 // residues, pair); block 0 also writes M, the reference of fourier_value_partials' partials.
 #extension GL_GOOGLE_include_directive : require
 
-layout(local_size_x_id = 0) in;  // a power of two
+layout(local_size_x_id = 0) in;  // POINTS / 4 (a power of two): two butterflies a thread a stage
 layout(constant_id = 1) const uint HEAD_DIM = 128;
 layout(constant_id = 2) const uint LENGTH_LOG2 = 10;  // B = 2^LENGTH_LOG2
 layout(constant_id = 3) const uint RUNS = 4;          // residues a workgroup
@@ -20,7 +20,7 @@ layout(constant_id = 3) const uint RUNS = 4;          // residues a workgroup
 layout(binding = 0) readonly buffer Partials { float partials[]; };  // [num_q_heads][num_splits][HEAD_DIM + 2]
 layout(binding = 1) readonly buffer Logits { vec2 logits[]; };       // [pairs][T]: the middle's logits
 layout(binding = 2) writeonly buffer HeadTerms { float head_terms[]; };  // M at [num_q_heads + head]
-layout(binding = 3) writeonly buffer Bins { vec2 bins[]; };          // [pairs][blocks][2N], bin k at k mod 2N
+layout(binding = 3) writeonly buffer Bins { vec2 bins[]; };          // [pairs][blocks][2N], bin k at k mod 2N (bin N unwritten)
 
 layout(push_constant) uniform Push {
   uint num_q_heads;
@@ -36,6 +36,7 @@ layout(push_constant) uniform Push {
 const uint LENGTH = 1u << LENGTH_LOG2;
 const uint POINTS = RUNS * LENGTH;
 shared vec2 fft_s[POINTS];
+shared vec2 fft_twiddle_s[LENGTH];
 
 #include "middle_max.glsl"
 #include "shared_fft.glsl"
@@ -60,18 +61,20 @@ void main() {
     }
     fft_s[run * LENGTH + j] = weight;
   }
-  shared_fft(POINTS, LENGTH_LOG2, false);
+  shared_fft(POINTS, LENGTH_LOG2, false, false);
 
-  for (uint c = t; c < 2 * N; c += gl_WorkGroupSize.x) {
-    const bool positive = c < N;  // bin c, or bin c - 2N; bin -N (c = N) is not read
-    const uint magnitude = positive ? c : 2 * N - c, position = fft_position(positive ? c : LENGTH - magnitude, LENGTH_LOG2);
+  // Decimation in frequency left bin k mod B at fft_position(k mod B): a thread a place, so that
+  // a warp reads consecutive places, for the places that hold a bin k in (-N, N) (at k mod 2N).
+  for (uint place = t; place < LENGTH; place += gl_WorkGroupSize.x) {
+    const uint bin = fft_position(place, LENGTH_LOG2);
+    const bool positive = bin < N;
+    if (!positive && bin <= LENGTH - N) continue;
+    const uint magnitude = positive ? bin : LENGTH - bin;
     vec2 sum = vec2(0.0);
-    if (c != N) {
-      for (uint run = 0; run < RUNS && first_residue + run < R; ++run) {
-        const uint turn = magnitude * (first_residue + run);  // |k| r < N R <= T / 2
-        sum += complex_mul(fft_s[run * LENGTH + position], kvc_turn_cos_sin(positive && turn != 0 ? T - turn : turn, T));
-      }
+    for (uint run = 0; run < RUNS && first_residue + run < R; ++run) {
+      const uint turn = magnitude * (first_residue + run);  // |k| r < N R <= T / 2
+      sum += complex_mul(fft_s[run * LENGTH + place], kvc_turn_cos_sin(positive && turn != 0 ? T - turn : turn, T));
     }
-    bins[(pair * gl_NumWorkGroups.x + block) * 2 * N + c] = sum;
+    bins[(pair * gl_NumWorkGroups.x + block) * 2 * N + (positive ? bin : 2 * N - magnitude)] = sum;
   }
 }

@@ -39,17 +39,21 @@ constexpr uint32_t kCoefficientRows = 16;     // fourier_query_coefficients' ROW
 constexpr uint32_t kWeightPoints = 4;         // fourier_middle_weights' POINTS
 constexpr uint32_t kValueBins = 32;           // fourier_value_partials' BINS
 
-constexpr uint32_t kPrunedMaxPoints = 4096;   // the pruned kernels' shared runs: 32 KiB of vec2
+// The pruned kernels' runs a workgroup: up to 4096 points (1024 threads) where B is shorter. On
+// the H100 at T = 32768, B = 1024: 4096 a workgroup measured faster than 2048 and 1024
+// (docs/benchmarks.md, 2026-11-27, seventeenth session).
+constexpr uint32_t kPrunedPoints = 4096;
 
 // VkFFT's route: one sequence of length T per pair of query heads.
 vk::FftShape transform_shape(const FourierAttentionShape& shape) { return {shape.window_length, (shape.num_q_heads + 1) / 2}; }
 
-// The pruned route's runs: B = 2^length_log2, `runs` of the R = T / B residues a workgroup,
-// `blocks` workgroups a pair; all 0 where the route does not apply.
+// The pruned route's runs: B = 2^length_log2, `runs` of the R = T / B residues a workgroup of
+// `threads`, `blocks` workgroups a pair; all 0 where the route does not apply.
 struct PrunedTransform {
   explicit operator bool() const { return residues > 0; }
   uint32_t length_log2 = 0;
   uint32_t runs = 0;
+  uint32_t threads = 0;
   uint32_t residues = 0;
   uint32_t blocks = 0;
 };
@@ -60,14 +64,17 @@ PrunedTransform pruned_transform(Backend& backend, const FourierAttentionShape& 
   uint32_t length = 2, length_log2 = 1;  // B >= 2N >= 2
   for (; length < 2 * shape.num_states; ++length_log2) length *= 2;
   if (shape.window_length % length != 0) return {};
-  uint32_t points = kPrunedMaxPoints;
-  // fourier_weights_transform's shared memory: the runs and a vec2 a thread for the maxima.
-  while (points >= length && !backend.device().fits_workgroup(kWorkgroup, uint64_t(points) * 8 + kWorkgroup * 8)) points /= 2;
-  if (points < length) return {};
   PrunedTransform pruned;
   pruned.length_log2 = length_log2;
   pruned.residues = shape.window_length / length;
-  pruned.runs = std::min(points / length, pruned.residues);
+  pruned.runs = 1;
+  while (2 * pruned.runs * length <= kPrunedPoints && 2 * pruned.runs <= pruned.residues) pruned.runs *= 2;
+  // fourier_weights_transform's shared memory: the runs, the twiddles and a vec2 a thread for the maxima.
+  const auto threads = [&] { return std::max(32u, pruned.runs * length / 4); };
+  const auto fits = [&] { return backend.device().fits_workgroup(threads(), uint64_t(pruned.runs * length + length + threads()) * 8); };
+  while (pruned.runs > 1 && !fits()) pruned.runs /= 2;
+  if (!fits()) return {};
+  pruned.threads = threads();
   pruned.blocks = (pruned.residues + pruned.runs - 1) / pruned.runs;
   return pruned;
 }
@@ -153,7 +160,7 @@ void fourier_attention_vulkan(Backend& backend, const FourierAttentionShape& sha
                       &push, pairs, (2 * states + kCoefficientRows - 1) / kCoefficientRows);
     if (pruned) {
       const uint32_t logits_push[4] = {states, window, middle, pruned.residues};
-      recorder.dispatch({"fourier_logits_transform", 2, sizeof(logits_push), {kWorkgroup, pruned.length_log2, pruned.runs}},
+      recorder.dispatch({"fourier_logits_transform", 2, sizeof(logits_push), {pruned.threads, pruned.length_log2, pruned.runs}},
                         {spectrum, logits}, logits_push, pruned.blocks, pairs);
     } else {
       plan->record(recorder, true);  // W's inverse DFT: F^T a of both heads of every pair
@@ -176,7 +183,7 @@ void fourier_attention_vulkan(Backend& backend, const FourierAttentionShape& sha
                       &push, middle_splits, shape.num_kv_heads, head_blocks);
     if (pruned) {
       const uint32_t weights_push[8] = {heads, middle, window, full_splits, middle_splits, num_splits, states, pruned.residues};
-      recorder.dispatch({"fourier_weights_transform", 4, sizeof(weights_push), {kWorkgroup, dim, pruned.length_log2, pruned.runs}},
+      recorder.dispatch({"fourier_weights_transform", 4, sizeof(weights_push), {pruned.threads, dim, pruned.length_log2, pruned.runs}},
                         {slice(view(partials)), logits, slice(view(head_terms)), bins}, weights_push, pruned.blocks, pairs);
     } else {
       const uint32_t weights_push[6] = {heads, middle, window, full_splits, middle_splits, num_splits};
