@@ -9,7 +9,7 @@
 // Workgroup (block of RUNS residues, pair of query heads).
 #extension GL_GOOGLE_include_directive : require
 
-layout(local_size_x_id = 0) in;  // POINTS / 4: a radix-4 butterfly a thread a stage
+layout(local_size_x_id = 0) in;  // max(32, POINTS / 4): a radix-4 butterfly a thread a stage
 layout(constant_id = 1) const uint LENGTH_LOG2 = 10;  // B = 2^LENGTH_LOG2
 layout(constant_id = 2) const uint RUNS = 4;          // residues a workgroup
 

@@ -125,7 +125,8 @@ void main() {
       spectrum[sequence + T - n] = 0.5 * vec2(cos_even - sin_odd, cos_odd + sin_even);
     }
   }
-  // Bins N .. T - N hold nothing; VkFFT's transform ran in place, so they are written every time.
+  // Bins N .. T - N hold nothing; VkFFT's transform ran in place, so they are written every time
+  // (the pruned route's one, bin N, is never read).
   const uint zeros = T - 2 * push.num_states + 1;
   for (uint i = block * WG + t; i < zeros; i += gl_NumWorkGroups.y * WG) spectrum[sequence + push.num_states + i] = vec2(0.0);
 }

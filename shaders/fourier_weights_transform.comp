@@ -10,7 +10,7 @@
 // residues, pair); block 0 also writes M, the reference of fourier_value_partials' partials.
 #extension GL_GOOGLE_include_directive : require
 
-layout(local_size_x_id = 0) in;  // POINTS / 4 (a power of two): a radix-4 butterfly a thread a stage
+layout(local_size_x_id = 0) in;  // max(32, POINTS / 4): a radix-4 butterfly a thread a stage
 layout(constant_id = 1) const uint HEAD_DIM = 128;
 layout(constant_id = 2) const uint LENGTH_LOG2 = 10;  // B = 2^LENGTH_LOG2
 layout(constant_id = 3) const uint RUNS = 4;          // residues a workgroup

@@ -399,8 +399,8 @@ typedef struct kvc_fourier_params {
     uint32_t num_states;       /* N: 2N real coefficients per compressed dim; default 512 */
     uint32_t window_length;    /* T: the translated window, the maximum context (sec. 3.3); 0,
                                 * the default, means `capacity`. Decode is fastest on Vulkan
-                                * where T is a multiple of the least power of two >= 2N (its
-                                * transforms then run in shared memory) */
+                                * where T is a multiple of the least power of two >= 2N and
+                                * N <= 1024 (its transforms then run in shared memory) */
     const float* key_ratios;   /* [num_layers] shares of K's head dims compressed, each in (0, 1),
                                 * or NULL for the inverted pyramid */
     const float* value_ratios; /* the same for V */

@@ -1,7 +1,7 @@
 // FourierAttention's factorized route: the largest middle logit of query heads 2 pair and
 // 2 pair + 1 (-inf for a pair's missing second head), the largest of fourier_middle_partials'
 // splits' maxima (each split's partial starts with its maximum). Every thread of the workgroup
-// gets it. The includer's push block names num_splits, first_middle_split and middle_splits,
+// gets it; call it in uniform control flow, with a power-of-two workgroup. The includer's push block names num_splits, first_middle_split and middle_splits,
 // and HEAD_DIM is the partials' head_dim.
 shared vec2 middle_max_s[gl_WorkGroupSize.x];
 

@@ -6,8 +6,8 @@
 // -1 (forward). One index of each pair is bit-reversed (fft_position): decimation in frequency
 // takes x_j at j and leaves X_k at fft_position(k); decimation in time takes x_j at
 // fft_position(j) and leaves X_k at k. The caller picks the form whose bit-reversed side it can
-// read or write in whatever order it likes, so that a warp's shared-memory accesses stay on
-// distinct banks. The twiddles are tabled once a workgroup, a radix-2 stage's contiguous (entry
+// read or write in whatever order it likes, so that a warp's accesses to that side are
+// consecutive places rather than bit-reversed ones (32 to a bank). The twiddles are tabled once a workgroup, a radix-2 stage's contiguous (entry
 // h + k = e^(2 pi i k / 2h) for half-span h, so a warp's reads are consecutive), by exact angle
 // reduction (fourier_turn.glsl: the built-in sin and cos are bounded only to 2^-11).
 #include "complex.glsl"
@@ -89,9 +89,9 @@ void shared_fft(uint points, uint length_log2, bool inverse, bool in_time) {
   }
   // Half-spans 2^s: from the widest down in frequency, from 1 up in time; pairs of stages, and
   // the odd one left last (half-span 1 in frequency, the widest in time).
-  for (uint pair = 0; pair < length_log2 / 2; ++pair) {
+  for (uint stage_pair = 0; stage_pair < length_log2 / 2; ++stage_pair) {
     barrier();
-    fft_radix4(points, in_time ? 2 * pair : length_log2 - 2 - 2 * pair, inverse, in_time);
+    fft_radix4(points, in_time ? 2 * stage_pair : length_log2 - 2 - 2 * stage_pair, inverse, in_time);
   }
   if (length_log2 % 2 == 1) {
     barrier();

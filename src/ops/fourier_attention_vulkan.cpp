@@ -5,15 +5,18 @@
 // fourier_value_partials (the compressed dims' share) and attention_merge. Each query head's
 // partials: the full rows' splits, the middle's, then the value blocks.
 // The transforms take one of two routes:
-// - pruned, where T = R B with B the least power of two >= 2N and a workgroup holds a B-point
-//   run in shared memory: W's 2N - 1 nonzero bins become the L logits by R short inverse DFTs
+// - pruned, where T = R B with B the least power of two >= 2N, a workgroup holds a B-point
+//   run in shared memory (N <= 1024 with 48 KiB) and the forward transform's residue blocks,
+//   which fourier_value_partials adds one after another, are few (kPrunedMaxBlocks):
+//   W's 2N - 1 nonzero bins become the L logits by R short inverse DFTs
 //   (fourier_logits_transform), and the weights their 2N - 1 bins by R short forward DFTs
 //   (fourier_weights_transform, which forms the weights as it loads the logits): each a single
 //   dispatch that touches each point once;
 // - otherwise VkFFT's length-T transforms in place in their plan's buffer, W written whole
 //   (zeros included) and the weights formed by fourier_middle_weights.
-// KVC_FOURIER_TRANSFORM=length asks for the second route where the first applies (read per
-// call), so that the two can be measured against each other.
+// KVC_FOURIER_TRANSFORM=length asks for the second route where the first applies, so that the
+// two can be measured against each other: it is read per call, and a cache plans VkFFT's
+// transforms when it is created only where it takes that route, so set it before.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -43,6 +46,9 @@ constexpr uint32_t kValueBins = 32;           // fourier_value_partials' BINS
 // the H100 at T = 32768, B = 1024: 4096 a workgroup measured faster than 2048 and 1024
 // (docs/benchmarks.md, 2026-11-27, seventeenth session).
 constexpr uint32_t kPrunedPoints = 4096;
+// At most this many residue blocks a pair: fourier_value_partials sums them serially (tiny N
+// over a long window would make it thousands).
+constexpr uint32_t kPrunedMaxBlocks = 64;
 
 // VkFFT's route: one sequence of length T per pair of query heads.
 vk::FftShape transform_shape(const FourierAttentionShape& shape) { return {shape.window_length, (shape.num_q_heads + 1) / 2}; }
@@ -61,21 +67,22 @@ struct PrunedTransform {
 PrunedTransform pruned_transform(Backend& backend, const FourierAttentionShape& shape) {
   const char* setting = std::getenv("KVC_FOURIER_TRANSFORM");
   if (setting != nullptr && std::strcmp(setting, "length") == 0) return {};
-  uint32_t length = 2, length_log2 = 1;  // B >= 2N >= 2
-  for (; length < 2 * shape.num_states; ++length_log2) length *= 2;
-  if (shape.window_length % length != 0) return {};
+  uint64_t length = 2;  // B >= 2N >= 2
+  uint32_t length_log2 = 1;
+  for (; length < uint64_t(2) * shape.num_states; ++length_log2) length *= 2;
+  if (length > shape.window_length || shape.window_length % length != 0) return {};
   PrunedTransform pruned;
   pruned.length_log2 = length_log2;
   pruned.residues = shape.window_length / length;
   pruned.runs = 1;
   while (2 * pruned.runs * length <= kPrunedPoints && 2 * pruned.runs <= pruned.residues) pruned.runs *= 2;
   // fourier_weights_transform's shared memory: the runs, the twiddles and a vec2 a thread for the maxima.
-  const auto threads = [&] { return std::max(32u, pruned.runs * length / 4); };
-  const auto fits = [&] { return backend.device().fits_workgroup(threads(), uint64_t(pruned.runs * length + length + threads()) * 8); };
+  const auto threads = [&] { return static_cast<uint32_t>(std::max<uint64_t>(32, pruned.runs * length / 4)); };
+  const auto fits = [&] { return backend.device().fits_workgroup(threads(), (pruned.runs * length + length + threads()) * 8); };
   while (pruned.runs > 1 && !fits()) pruned.runs /= 2;
-  if (!fits()) return {};
-  pruned.threads = threads();
   pruned.blocks = (pruned.residues + pruned.runs - 1) / pruned.runs;
+  if (!fits() || pruned.blocks > kPrunedMaxBlocks) return {};
+  pruned.threads = threads();
   return pruned;
 }
 
