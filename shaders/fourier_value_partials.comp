@@ -17,6 +17,7 @@
 layout(local_size_x_id = 0) in;  // >= HEAD_DIM
 layout(constant_id = 1) const uint HEAD_DIM = 128;
 layout(constant_id = 2) const uint GROUP_BLOCK = 4;  // divides the group
+layout(constant_id = 3) const uint BINS = 8;         // bins per workgroup
 
 #include "elements.glsl"
 
@@ -38,8 +39,8 @@ layout(push_constant) uniform Push {
   uint num_splits;
 } push;
 
-const uint BINS = 32;  // bins per workgroup
 const uint BATCH = 8;  // bins whose coefficients a thread reads before using them
+const uint SUM_BATCH = 4;  // spectrum blocks a thread reads before adding them
 
 shared vec2 bin_s[GROUP_BLOCK * BINS];
 
@@ -51,10 +52,20 @@ void main() {
     const uint head = head0 + i / BINS, n = first_bin + i % BINS;
     if (n >= push.num_states) continue;
     const uint sequence = (head >> 1) * push.spectrum_blocks * length;
+    // The blocks' shares a few at a time, their loads issued together.
     vec2 z = vec2(0.0), mirror = vec2(0.0);
-    for (uint b = 0; b < push.spectrum_blocks; ++b) {
-      z += spectrum[sequence + b * length + n];
-      mirror += spectrum[sequence + b * length + (n == 0 ? 0 : length - n)];
+    for (uint first = 0; first < push.spectrum_blocks; first += SUM_BATCH) {
+      vec2 shares[SUM_BATCH], mirrors[SUM_BATCH];
+      [[unroll]] for (uint k = 0; k < SUM_BATCH; ++k) {
+        const uint at = sequence + (first + k) * length;
+        const bool real = first + k < push.spectrum_blocks;
+        shares[k] = real ? spectrum[at + n] : vec2(0.0);
+        mirrors[k] = real ? spectrum[at + (n == 0 ? 0 : length - n)] : vec2(0.0);
+      }
+      [[unroll]] for (uint k = 0; k < SUM_BATCH; ++k) {
+        z += shares[k];
+        mirror += mirrors[k];
+      }
     }
     mirror.y = -mirror.y;
     const vec2 d = 0.5 * (z - mirror);

@@ -40,7 +40,10 @@ constexpr uint32_t kMiddleWorkgroup = 128;
 constexpr uint32_t kMiddleTargetGroups = 528;
 constexpr uint32_t kCoefficientRows = 16;     // fourier_query_coefficients' ROWS
 constexpr uint32_t kWeightPoints = 4;         // fourier_middle_weights' POINTS
-constexpr uint32_t kValueBins = 32;           // fourier_value_partials' BINS
+// fourier_value_partials' BINS: 8 (64 workgroups a kv head at N = 512, each thread's chain of
+// coefficient loads one batch) measured faster than 16 and 32 on the H100, the merge's extra
+// partials included (docs/benchmarks.md, 2026-11-27, seventeenth session).
+constexpr uint32_t kValueBins = 8;
 
 // The pruned kernels' runs a workgroup: up to 4096 points (1024 threads) where B is shorter. On
 // the H100 at T = 32768, B = 1024: 4096 a workgroup measured faster than 2048 and 1024
@@ -201,7 +204,7 @@ void fourier_attention_vulkan(Backend& backend, const FourierAttentionShape& sha
     }
     const uint32_t values_push[8] = {heads, group, states, spectrum_length, spectrum_blocks, shape.v_compressed,
                                      full_splits + middle_splits, num_splits};
-    recorder.dispatch({"fourier_value_partials", 6, sizeof(values_push), {kWorkgroup, dim, group_block}},
+    recorder.dispatch({"fourier_value_partials", 6, sizeof(values_push), {kWorkgroup, dim, group_block, kValueBins}},
                       {bins, slice(args.v_dims), slice(args.v_coefficients), slice(args.v_affine), slice(view(head_terms)),
                        slice(view(partials))},
                       values_push, value_blocks, shape.num_kv_heads, head_blocks);
