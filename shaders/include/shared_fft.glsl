@@ -20,21 +20,29 @@ vec2 fft_twiddle(uint entry, bool inverse) {
   return inverse ? w : conjugate(w);
 }
 
+// One radix-2 butterfly: (x0 + w x1, x0 - w x1) in time, (x0 + x1, (x0 - x1) w) in frequency.
+void fft_butterfly(inout vec2 x0, inout vec2 x1, vec2 w, bool in_time) {
+  if (in_time) {
+    const vec2 turned = complex_mul(x1, w);
+    x1 = x0 - turned;
+    x0 += turned;
+  } else {
+    const vec2 difference = x0 - x1;
+    x0 += x1;
+    x1 = complex_mul(difference, w);
+  }
+}
+
 // The radix-2 stage of half-span 2^half_log2.
 void fft_radix2(uint points, uint half_log2, bool inverse, bool in_time) {
   const uint half_span = 1u << half_log2;
   for (uint b = gl_LocalInvocationID.x; b < points / 2; b += gl_WorkGroupSize.x) {
     const uint k = b & (half_span - 1u);
     const uint i0 = ((b >> half_log2) << (half_log2 + 1u)) + k, i1 = i0 + half_span;
-    const vec2 w = fft_twiddle(half_span + k, inverse), x0 = fft_s[i0], x1 = fft_s[i1];
-    if (in_time) {
-      const vec2 turned = complex_mul(x1, w);
-      fft_s[i0] = x0 + turned;
-      fft_s[i1] = x0 - turned;
-    } else {
-      fft_s[i0] = x0 + x1;
-      fft_s[i1] = complex_mul(x0 - x1, w);
-    }
+    vec2 x0 = fft_s[i0], x1 = fft_s[i1];
+    fft_butterfly(x0, x1, fft_twiddle(half_span + k, inverse), in_time);
+    fft_s[i0] = x0;
+    fft_s[i1] = x1;
   }
 }
 
@@ -46,33 +54,17 @@ void fft_radix4(uint points, uint half_log2, bool inverse, bool in_time) {
     const uint k = b & (h - 1u);
     const uint i0 = ((b >> half_log2) << (half_log2 + 2u)) + k;
     const vec2 narrow = fft_twiddle(h + k, inverse), wide0 = fft_twiddle(2 * h + k, inverse), wide1 = fft_twiddle(3 * h + k, inverse);
-    vec2 x0 = fft_s[i0], x1 = fft_s[i0 + h], x2 = fft_s[i0 + 2 * h], x3 = fft_s[i0 + 3 * h], turned;
+    vec2 x0 = fft_s[i0], x1 = fft_s[i0 + h], x2 = fft_s[i0 + 2 * h], x3 = fft_s[i0 + 3 * h];
     if (in_time) {
-      turned = complex_mul(x1, narrow);
-      x1 = x0 - turned;
-      x0 += turned;
-      turned = complex_mul(x3, narrow);
-      x3 = x2 - turned;
-      x2 += turned;
-      turned = complex_mul(x2, wide0);
-      x2 = x0 - turned;
-      x0 += turned;
-      turned = complex_mul(x3, wide1);
-      x3 = x1 - turned;
-      x1 += turned;
+      fft_butterfly(x0, x1, narrow, true);
+      fft_butterfly(x2, x3, narrow, true);
+      fft_butterfly(x0, x2, wide0, true);
+      fft_butterfly(x1, x3, wide1, true);
     } else {
-      turned = x0 - x2;
-      x0 += x2;
-      x2 = complex_mul(turned, wide0);
-      turned = x1 - x3;
-      x1 += x3;
-      x3 = complex_mul(turned, wide1);
-      turned = x0 - x1;
-      x0 += x1;
-      x1 = complex_mul(turned, narrow);
-      turned = x2 - x3;
-      x2 += x3;
-      x3 = complex_mul(turned, narrow);
+      fft_butterfly(x0, x2, wide0, false);
+      fft_butterfly(x1, x3, wide1, false);
+      fft_butterfly(x0, x1, narrow, false);
+      fft_butterfly(x2, x3, narrow, false);
     }
     fft_s[i0] = x0;
     fft_s[i0 + h] = x1;

@@ -11,8 +11,8 @@
 // O(T log T + L |D^u|) per query head. Where T = R B with B the least power of two >= 2N (and
 // a B-point run fits a workgroup's shared memory), the transforms are pruned to the 2N - 1
 // bins they use: R short DFTs of B points in shared memory, O(T log B). The full rows go
-// through flash-decoding's split (attention_decode), the middle's packed dims through their own split
-// (shaders/fourier_middle_partials.comp), and attention_merge combines them.
+// through flash-decoding's split (attention_decode), the middle's packed dims through their
+// own split (shaders/fourier_middle_partials.comp), and attention_merge combines them.
 // FlashFourierAttention's fused route (appendix D: each workgroup rebuilds tiles of middle
 // tokens in shared memory and attends to them, O(L N' (|D^kc| + |D^vc|)) work) was built and
 // measured first: 1.03 s per 32-layer step at 32K on the H100 against the factorized route's
