@@ -80,6 +80,17 @@ void main() {
   const bool live = j < num_dims;
   const uint dim = j < push.head_dim ? dim_entry(part, head * push.head_dim + j) : 0u;
   const uint first_row = head * push.slot_stride + push.first_slot;
+  // The block's coefficients are read first, every one before any is written (a store may
+  // alias a later load, so interleaved read-modify-writes would wait for memory once per bin),
+  // and before the segment's rows, so that in a decode step's fold their loads overlap the
+  // chain of the dims' and the token's loads (H100, FOURIER's 32-layer decode step at 32K:
+  // 3150-3154 -> 3130-3134 us of GPU time; docs/benchmarks.md, eighteenth session).
+  const uint base = (head * 2 * push.num_states + 2 * first_bin) * num_dims + j;
+  const uint bins = min(BINS, push.num_states - first_bin);
+  vec2 previous[BINS];
+  [[unroll]] for (uint b = 0; b < BINS; ++b)
+    previous[b] = live && b < bins ? vec2(coefficient(part, base + 2 * b * num_dims), coefficient(part, base + (2 * b + 1) * num_dims))
+                                   : vec2(0.0);
   vec2 sums[BINS];
   [[unroll]] for (uint b = 0; b < BINS; ++b) sums[b] = vec2(0.0);
   for (uint chunk = 0; chunk < push.segment_length; chunk += CHUNK) {
@@ -120,13 +131,6 @@ void main() {
     }
   }
   if (!live) return;
-  // Every coefficient is read before any is written: a store may alias a later load, so
-  // interleaved read-modify-writes would wait for memory once per bin.
-  const uint base = (head * 2 * push.num_states + 2 * first_bin) * num_dims + j;
-  const uint bins = min(BINS, push.num_states - first_bin);
-  vec2 previous[BINS];
-  [[unroll]] for (uint b = 0; b < BINS; ++b)
-    if (b < bins) previous[b] = vec2(coefficient(part, base + 2 * b * num_dims), coefficient(part, base + (2 * b + 1) * num_dims));
   const float inv_window = 1.0 / float(push.window_length);
   [[unroll]] for (uint b = 0; b < BINS; ++b)
     if (b < bins) {
