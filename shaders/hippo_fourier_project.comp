@@ -98,7 +98,7 @@ void main() {
     {
       const uint n = first_bin + t / CHUNK, i = chunk + t % CHUNK;
       basis_s[t] = n < push.num_states && i < push.segment_length
-                       ? kvc_turn_cos_sin(kvc_mul_mod(n, push.first_index + i, push.window_length), push.window_length)
+                       ? kvc_turn_cos_sin(kvc_mulmod(n, push.first_index + i, push.window_length), push.window_length)
                        : vec2(0.0);
     }
     barrier();

@@ -1,20 +1,6 @@
 // Exact angle reduction for the translated Fourier basis (ops/hippo_fourier.h).
+#include "modular.glsl"
 #include "quadrant_trig.glsl"
-
-// (a b) mod T for a, b, T below 2^31, in 32-bit integers (shifts and adds, no 64-bit types).
-uint kvc_mul_mod(uint a, uint b, uint window_length) {
-  a %= window_length;
-  uint result = 0u;
-  for (int bit = 31; bit >= 0; --bit) {
-    result = 2u * result;
-    if (result >= window_length) result -= window_length;
-    if (((b >> uint(bit)) & 1u) != 0u) {
-      result += a;
-      if (result >= window_length) result -= window_length;
-    }
-  }
-  return result;
-}
 
 // cos and sin of 2 pi turn / T (turn < T <= 2^24): the nearest quarter turn is taken in
 // integers, leaving 4 turn - quadrant T in [-T/2, T/2], exact in f32.
