@@ -14,10 +14,12 @@
 // the forward transform: that complex product is why a workgroup takes both rows. An odd last
 // row pairs with zero probabilities.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
 #include "complex.glsl"
 #include "elements.glsl"
 
-layout(local_size_x_id = 0) in;  // a power of two
+layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint HEAD_DIM = 128;
 layout(constant_id = 2) const bool KV_F16 = false;
 layout(constant_id = 3) const bool STATISTICS = false;
@@ -47,19 +49,16 @@ layout(push_constant) uniform Push {
   uint excluded_slot;
 } push;
 
-shared vec2 reduction[gl_WorkGroupSize.x];
+shared vec2 reduction[gl_WorkGroupSize.x];  // a subgroup's entry each (subgroups may be one lane wide)
 
+// Every thread's `value` reduced over the workgroup, in every thread: each subgroup's, then one
+// pass over them (two barriers, where a tree over 256 threads took ten).
 vec2 workgroup_reduce(vec2 value, bool take_max) {
-  reduction[gl_LocalInvocationID.x] = value;
+  value = take_max ? subgroupMax(value) : subgroupAdd(value);
+  if (subgroupElect()) reduction[gl_SubgroupID] = value;
   barrier();
-  for (uint stride = gl_WorkGroupSize.x / 2u; stride > 0u; stride /= 2u) {
-    if (gl_LocalInvocationID.x < stride) {
-      const vec2 other = reduction[gl_LocalInvocationID.x + stride];
-      reduction[gl_LocalInvocationID.x] = take_max ? max(reduction[gl_LocalInvocationID.x], other) : reduction[gl_LocalInvocationID.x] + other;
-    }
-    barrier();
-  }
-  const vec2 result = reduction[0];
+  vec2 result = reduction[0];
+  for (uint s = 1u; s < gl_NumSubgroups; ++s) result = take_max ? max(result, reduction[s]) : result + reduction[s];
   barrier();
   return result;
 }
