@@ -7,8 +7,6 @@
 // reference of fourier_value_partials' partials. The points a thread takes are read before any
 // is written back, so that several reads are in flight.
 #extension GL_GOOGLE_include_directive : require
-#extension GL_KHR_shader_subgroup_basic : require
-#extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : require
 
 layout(local_size_x_id = 0) in;  // a power of two

@@ -16,8 +16,6 @@
 // workgroups are the pairs of one kv head, which read the same block (from L2 after the first).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
-#extension GL_KHR_shader_subgroup_basic : require
-#extension GL_KHR_shader_subgroup_arithmetic : require
 
 layout(local_size_x_id = 0) in;  // a power of two, >= 256 (MAX_LOADS)
 layout(constant_id = 1) const uint HEAD_DIM = 128;
@@ -51,27 +49,18 @@ shared float tile_s[ROWS * 256];      // the block, rows padded to an odd stride
 shared float part_s[WG];
 shared float a_s[2 * ROWS];
 
-// The sum of every thread's `value`; all threads get it. Each subgroup's sum, then one pass
-// over them: two barriers, where a tree over the workgroup took one a level.
+// The sum of every thread's `value`; all threads get it.
 float workgroup_sum(float value) {
-  value = subgroupAdd(value);
-  if (subgroupElect()) part_s[gl_SubgroupID] = value;
+  const uint t = gl_LocalInvocationID.x;
+  part_s[t] = value;
   barrier();
-  float result = part_s[0];
-  for (uint s = 1; s < gl_NumSubgroups; ++s) result += part_s[s];
+  for (uint width = WG / 2; width > 0; width /= 2) {
+    if (t < width) part_s[t] += part_s[t + width];
+    barrier();
+  }
+  const float result = part_s[0];
   barrier();
   return result;
-}
-
-// Block `first_row` .. + rows of kv head kv's C into `values` (thread t's entries t + k WG):
-// all the loads issued before any is used.
-void load_block(uint kv, uint first_row, uint rows, out float values[MAX_LOADS]) {
-  const uint t = gl_LocalInvocationID.x, count = rows * push.compressed;
-  const uint base = (kv * 2 * push.num_states + first_row) * push.compressed;
-  [[unroll]] for (uint k = 0; k < MAX_LOADS; ++k) {
-    const uint i = t + k * WG;
-    values[k] = i < count ? k_coefficients[base + i] : 0.0;
-  }
 }
 
 void main() {
@@ -79,13 +68,9 @@ void main() {
   const uint compressed = push.compressed, stride = compressed | 1u, rows_2n = 2 * push.num_states;
   const uint first_row = block * ROWS, rows = min(ROWS, rows_2n - first_row);
   uint kv_of[2];
-  [[unroll]] for (uint slot = 0; slot < 2; ++slot) kv_of[slot] = min(2 * pair + slot, push.num_q_heads - 1) / push.group_size;
-  // The first head's block of C is loaded first: it does not wait for the query, whose dims'
-  // and elements' loads overlap it.
-  float values[MAX_LOADS];
-  load_block(kv_of[0], first_row, rows, values);
   [[unroll]] for (uint slot = 0; slot < 2; ++slot) {
     const uint head = 2 * pair + slot;
+    kv_of[slot] = min(head, push.num_q_heads - 1) / push.group_size;
     float offset_share = 0.0;
     for (uint c = t; c < compressed; c += WG) {
       const uint kv = kv_of[slot];
@@ -103,8 +88,12 @@ void main() {
     const uint kv = kv_of[slot];
     if (slot == 0 || kv != kv_of[0]) {
       barrier();  // the previous block's readers are done
-      const uint count = rows * compressed;
-      if (slot == 1) load_block(kv, first_row, rows, values);
+      const uint base = (kv * rows_2n + first_row) * compressed, count = rows * compressed;
+      float values[MAX_LOADS];
+      [[unroll]] for (uint k = 0; k < MAX_LOADS; ++k) {
+        const uint i = t + k * WG;
+        values[k] = i < count ? k_coefficients[base + i] : 0.0;
+      }
       [[unroll]] for (uint k = 0; k < MAX_LOADS; ++k) {
         const uint i = t + k * WG;
         if (i < count) tile_s[(i / compressed) * stride + i % compressed] = values[k];

@@ -17,7 +17,7 @@
 layout(local_size_x_id = 0) in;  // >= HEAD_DIM
 layout(constant_id = 1) const uint HEAD_DIM = 128;
 layout(constant_id = 2) const uint GROUP_BLOCK = 4;  // divides the group
-layout(constant_id = 3) const uint BINS = 8;         // bins per workgroup, <= MAX_BINS
+layout(constant_id = 3) const uint BINS = 8;         // bins per workgroup
 
 #include "elements.glsl"
 
@@ -39,8 +39,8 @@ layout(push_constant) uniform Push {
   uint num_splits;
 } push;
 
-const uint MAX_BINS = 16;   // register arrays' bound on BINS (the host's 8)
-const uint SUM_BATCH = 8;  // spectrum blocks a thread reads before adding them
+const uint BATCH = 8;  // bins whose coefficients a thread reads before using them
+const uint SUM_BATCH = 4;  // spectrum blocks a thread reads before adding them
 
 shared vec2 bin_s[GROUP_BLOCK * BINS];
 
@@ -48,19 +48,6 @@ void main() {
   const uint block = gl_WorkGroupID.x, kv = gl_WorkGroupID.y, t = gl_LocalInvocationID.x;
   const uint head0 = kv * push.group_size + gl_WorkGroupID.z * GROUP_BLOCK;
   const uint first_bin = block * BINS, bins = min(BINS, push.num_states - first_bin), length = push.spectrum_length;
-  const uint compressed = push.compressed;
-  // Thread c's rows of C_v for the block's bins and its dim's affine terms, loaded first: they
-  // do not wait for the bins, so their loads overlap the spectrum's and the barrier.
-  const uint d = t < HEAD_DIM ? v_dims[kv * HEAD_DIM + t] : 0u;
-  const float scale = t < compressed ? v_affine[2 * kv * compressed + t] : 0.0;
-  const float offset = t < compressed && block == 0 ? v_affine[(2 * kv + 1) * compressed + t] : 0.0;
-  float cos_rows[MAX_BINS], sin_rows[MAX_BINS];
-  const uint base = (kv * 2 * push.num_states + 2 * first_bin) * compressed + t;
-  [[unroll]] for (uint k = 0; k < BINS; ++k) {
-    const bool real = t < compressed && k < bins;
-    cos_rows[k] = real ? v_coefficients[base + 2 * k * compressed] : 0.0;
-    sin_rows[k] = real ? v_coefficients[base + (2 * k + 1) * compressed] : 0.0;
-  }
   for (uint i = t; i < GROUP_BLOCK * BINS; i += gl_WorkGroupSize.x) {
     const uint head = head0 + i / BINS, n = first_bin + i % BINS;
     if (n >= push.num_states) continue;
@@ -86,16 +73,31 @@ void main() {
   }
   barrier();
 
+  const uint compressed = push.compressed;
   float acc[KVC_MAX_GROUP_BLOCK];
   [[unroll]] for (uint b = 0; b < GROUP_BLOCK; ++b) acc[b] = 0.0;
-  [[unroll]] for (uint k = 0; k < BINS; ++k)
-    if (k < bins)
-      [[unroll]] for (uint b = 0; b < GROUP_BLOCK; ++b) {
-        const vec2 bin = bin_s[b * BINS + k];
-        acc[b] += cos_rows[k] * bin.x - sin_rows[k] * bin.y;
+  if (t < compressed) {
+    const uint base = (kv * 2 * push.num_states + 2 * first_bin) * compressed + t;
+    for (uint first = 0; first < bins; first += BATCH) {
+      float cos_rows[BATCH], sin_rows[BATCH];
+      [[unroll]] for (uint k = 0; k < BATCH; ++k) {
+        const bool real = first + k < bins;
+        cos_rows[k] = real ? v_coefficients[base + 2 * (first + k) * compressed] : 0.0;
+        sin_rows[k] = real ? v_coefficients[base + (2 * (first + k) + 1) * compressed] : 0.0;
       }
+      [[unroll]] for (uint k = 0; k < BATCH; ++k)
+        if (first + k < bins)
+          [[unroll]] for (uint b = 0; b < GROUP_BLOCK; ++b) {
+            const vec2 bin = bin_s[b * BINS + first + k];
+            acc[b] += cos_rows[k] * bin.x - sin_rows[k] * bin.y;
+          }
+    }
+  }
 
   if (t < HEAD_DIM) {
+    const uint d = v_dims[kv * HEAD_DIM + t];
+    const float scale = t < compressed ? v_affine[2 * kv * compressed + t] : 0.0;
+    const float offset = t < compressed && block == 0 ? v_affine[(2 * kv + 1) * compressed + t] : 0.0;
     [[unroll]] for (uint b = 0; b < GROUP_BLOCK; ++b) {
       const uint base = ((head0 + b) * push.num_splits + push.first_split + block) * (HEAD_DIM + 2);
       partials[base + 2 + d] = scale * acc[b] + offset * bin_s[b * BINS].x;

@@ -9,9 +9,6 @@
 // adds the blocks'. Two query heads a sequence, as (w_{2s}, w_{2s+1}). Workgroup (block of RUNS
 // residues, pair); block 0 also writes M, the reference of fourier_value_partials' partials.
 #extension GL_GOOGLE_include_directive : require
-#extension GL_KHR_shader_subgroup_basic : require
-#extension GL_KHR_shader_subgroup_arithmetic : require
-#extension GL_EXT_control_flow_attributes : require
 
 layout(local_size_x_id = 0) in;  // max(32, POINTS / 4): a radix-4 butterfly a thread a stage
 layout(constant_id = 1) const uint HEAD_DIM = 128;
@@ -38,7 +35,6 @@ layout(push_constant) uniform Push {
 
 const uint LENGTH = 1u << LENGTH_LOG2;
 const uint POINTS = RUNS * LENGTH;
-const uint POINTS_PER_THREAD = 4;  // the host's threads: max(32, POINTS / 4)
 shared vec2 fft_s[POINTS];
 shared vec2 fft_twiddle_s[LENGTH];
 
@@ -49,26 +45,20 @@ void main() {
   const uint pair = gl_WorkGroupID.y, block = gl_WorkGroupID.x, first_residue = block * RUNS, t = gl_LocalInvocationID.x;
   const uint N = push.num_states, T = push.window_length, R = push.residues;
   const bool has_odd = 2 * pair + 1 < push.num_q_heads;
-  // The thread's logits (RUNS consecutive points for each j) are loaded first: they do not wait
-  // for M, so their loads overlap those of the splits' maxima and the reduction.
-  vec2 logit_values[POINTS_PER_THREAD];
-  [[unroll]] for (uint k = 0; k < POINTS_PER_THREAD; ++k) {
-    const uint i = t + k * gl_WorkGroupSize.x;
-    const uint run = i % RUNS, j = i / RUNS, r = first_residue + run, point = r + R * j;
-    logit_values[k] = i < POINTS && r < R && point < push.num_middle ? logits[pair * T + point] : vec2(0.0);
-  }
   const vec2 middle_max = pair_middle_max(pair, has_odd);
   if (block == 0 && t == 0) {
     head_terms[push.num_q_heads + 2 * pair] = middle_max.x;
     if (has_odd) head_terms[push.num_q_heads + 2 * pair + 1] = middle_max.y;
   }
-  [[unroll]] for (uint k = 0; k < POINTS_PER_THREAD; ++k) {
-    const uint i = t + k * gl_WorkGroupSize.x;
+
+  // RUNS consecutive points for each j.
+  for (uint i = t; i < POINTS; i += gl_WorkGroupSize.x) {
     const uint run = i % RUNS, j = i / RUNS, r = first_residue + run, point = r + R * j;
-    if (i >= POINTS) continue;
     vec2 weight = vec2(0.0);
-    if (r < R && point < push.num_middle)
-      weight = vec2(exp(logit_values[k].x - middle_max.x), has_odd ? exp(logit_values[k].y - middle_max.y) : 0.0);
+    if (r < R && point < push.num_middle) {
+      const vec2 logit = logits[pair * T + point];
+      weight = vec2(exp(logit.x - middle_max.x), has_odd ? exp(logit.y - middle_max.y) : 0.0);
+    }
     fft_s[run * LENGTH + j] = weight;
   }
   shared_fft(POINTS, LENGTH_LOG2, false, false);

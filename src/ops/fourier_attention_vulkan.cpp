@@ -44,7 +44,6 @@ constexpr uint32_t kWeightPoints = 4;         // fourier_middle_weights' POINTS
 // coefficient loads one batch) measured faster than 16 and 32 on the H100, the merge's extra
 // partials included (docs/benchmarks.md, 2026-11-27, seventeenth session).
 constexpr uint32_t kValueBins = 8;
-static_assert(kValueBins <= 16, "fourier_value_partials holds a thread's coefficient rows in arrays of 16 (MAX_BINS)");
 
 // The pruned kernels' runs a workgroup: up to 4096 points (1024 threads) where B is shorter. On
 // the H100 at T = 32768, B = 1024: 4096 a workgroup measured faster than 2048 and 1024
