@@ -23,6 +23,7 @@ layout(constant_id = 2) const bool FOLD = false;
 
 #include "elements.glsl"
 #include "fourier_turn.glsl"
+#include "modular.glsl"
 
 layout(binding = 0) readonly buffer Rows { uint row_words[]; };        // [heads][slot_stride][head_dim]
 layout(binding = 1) readonly buffer Dims { uint dims[]; };             // [heads][head_dim]

@@ -1,5 +1,4 @@
 // Exact angle reduction for the translated Fourier basis (ops/hippo_fourier.h).
-#include "modular.glsl"
 #include "quadrant_trig.glsl"
 
 // cos and sin of 2 pi turn / T (turn < T <= 2^24): the nearest quarter turn is taken in

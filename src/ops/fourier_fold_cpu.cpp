@@ -22,6 +22,7 @@ void fourier_fold_cpu(const FourierFoldShape& shape, const FourierFoldArgs& args
 }
 
 void fourier_fold(Backend& backend, const FourierFoldShape& shape, const FourierFoldArgs& args) {
+  require_segment_in_window(shape.window_length, shape.first_index, shape.length);
   require(shape.dtype != Dtype::F16 || shape.middle_stride % 2 == 0, KVC_ERROR_INVALID_ARGUMENT, [&] {
     return "fourier_fold: f16 packed middles need an even middle_stride, so no word holds two dims' runs (" +
            std::to_string(shape.middle_stride) + ")";

@@ -70,6 +70,12 @@ struct HippoFourierProjectArgs {
 // window_length and head_dim; the fit's num_dims up to head_dim) and keeps them while the
 // handle lives, so that no plan is made when a prompt ends. Null on the CPU.
 std::shared_ptr<void> hippo_fourier_prepare(Backend& backend, const HippoFourierShape& shape);
+
+// The ops' contract on where a segment lies: T <= 2^24 and first_index + length <= T, so that
+// every basis index n t is reduced mod T exactly (the shaders' kvc_mulmod needs operands below
+// T); KVC_ERROR_INTERNAL otherwise. hippo_fourier_project, hippo_fourier_fit and fourier_fold
+// check it on both backends.
+void require_segment_in_window(uint32_t window_length, uint32_t first_index, uint32_t length);
 std::shared_ptr<void> hippo_fourier_prepare_vulkan(Backend& backend, const HippoFourierShape& shape);
 
 // coefficients[h][r][j] += (1/T) sum_i F[r][first_index + i] rows[h][first_slot + i][dims[h][j]].

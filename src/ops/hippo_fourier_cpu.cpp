@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "ops/hippo_fourier.h"
@@ -154,14 +155,23 @@ std::shared_ptr<void> hippo_fourier_prepare(Backend& backend, const HippoFourier
   return backend.is_cpu() ? nullptr : hippo_fourier_prepare_vulkan(backend, shape);
 }
 
+void require_segment_in_window(uint32_t window_length, uint32_t first_index, uint32_t length) {
+  require(window_length <= (1u << 24) && uint64_t(first_index) + length <= window_length, KVC_ERROR_INTERNAL, [&] {
+    return "hippo_fourier: tokens " + std::to_string(first_index) + " .. " + std::to_string(uint64_t(first_index) + length) +
+           " must lie inside the window (T = " + std::to_string(window_length) + ", at most 2^24)";
+  });
+}
+
 void hippo_fourier_project(Backend& backend, const HippoFourierShape& shape, const HippoFourierSegment& segment,
                            const HippoFourierProjectArgs& args) {
+  require_segment_in_window(shape.window_length, segment.first_index, segment.length);
   if (backend.is_cpu()) hippo_fourier_project_cpu(shape, segment, args);
   else hippo_fourier_project_vulkan(backend, shape, segment, args);
 }
 
 void hippo_fourier_fit(Backend& backend, const HippoFourierShape& shape, const HippoFourierSegment& segment,
                        const HippoFourierFitArgs& args) {
+  require_segment_in_window(shape.window_length, segment.first_index, segment.length);
   if (backend.is_cpu()) hippo_fourier_fit_cpu(shape, segment, args);
   else hippo_fourier_fit_vulkan(backend, shape, segment, args);
 }

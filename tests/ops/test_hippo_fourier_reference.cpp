@@ -83,6 +83,23 @@ TEST_CASE("hippo_fourier_project_cpu is eq. 4's (1/T) F X on the chosen dims") {
   }
 }
 
+TEST_CASE("hippo_fourier project and fit refuse a segment outside the window and change nothing") {
+  // The shaders reduce n t mod T exactly only for indices below T <= 2^24: the ops' contract,
+  // checked before either backend runs.
+  const ops::HippoFourierShape shape{2, 16, 5, 100, 9, Dtype::F32};
+  HippoCase c(shape, {40, 3, 20, 81});  // tokens 81 .. 100 of a window of 100
+  Backend& cpu = test::cpu_backend();
+  const std::vector<float> initial(coefficient_count(shape), 0.25f);
+  Tensors t = upload(cpu, c, initial);
+  CHECK_THROWS_AS(ops::hippo_fourier_project(cpu, shape, c.segment, {view(*t.rows), view(*t.dims), view(*t.coefficients)}), Error);
+  CHECK_THROWS_AS(ops::hippo_fourier_fit(cpu, shape, c.segment, {view(*t.rows), view(*t.dims), view(*t.coefficients)}), Error);
+  ops::HippoFourierShape too_long = shape;
+  too_long.window_length = (1u << 24) + 1;
+  c.segment.first_index = 0;
+  CHECK_THROWS_AS(ops::hippo_fourier_project(cpu, too_long, c.segment, {view(*t.rows), view(*t.dims), view(*t.coefficients)}), Error);
+  CHECK(test::read_as<float>(cpu, *t.coefficients, initial.size()) == initial);
+}
+
 TEST_CASE("hippo_fourier_project_cpu: eq. 6 one token at a time adds up to the whole segment's eq. 4") {
   const ops::HippoFourierShape shape{2, 16, 11, 301, 9, Dtype::F32};
   HippoCase c(shape, {250, 3, 200, 0});

@@ -62,7 +62,7 @@ TEST_CASE("hippo_fourier project and fit on Vulkan match the CPU reference, both
       problems.push_back(base);
       problems.back().shape.route = route;
     }
-  // One token at a late index of the longest window (T = 2^24 - 3): n t reaches 1e10, far past
+  // One token at a late index of a window near the longest (T = 2^24 - 3): n t reaches 1e10, far past
   // 32 bits, so a wrong reduction of the angle shows (Direct only: a Transform would plan a
   // length-T FFT).
   problems.push_back({{2, 16, 600, 16777213, 9, Dtype::F32}, {9, 4, 1, 16777000}});
