@@ -23,6 +23,8 @@ const uint PAIRS = HEAD_DIM / 2u;
 const uint BATCH = 8;
 shared vec2 sums_s[gl_WorkGroupSize.x];
 
+// Workgroup per row: thread t adds every lanes-th block of pair t % PAIRS (lanes = workgroup /
+// PAIRS threads per pair keep more loads in flight than one thread per pair).
 void main() {
   const uint row = gl_WorkGroupID.x, t = gl_LocalInvocationID.x;
   const uint lanes = gl_WorkGroupSize.x / PAIRS, pair = t % PAIRS, lane = t / PAIRS;

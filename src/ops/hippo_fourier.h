@@ -46,7 +46,7 @@ struct HippoFourierShape {
   uint32_t window_length = 0;  // T <= 2^24: every basis index used is below it
   uint32_t num_dims = 0;       // dims per head the op works on (<= head_dim)
   Dtype dtype = Dtype::F32;    // of rows
-  // Vulkan's. Transform needs an even head_dim, 2N <= T and first_index + length <= T.
+  // Vulkan's. Transform needs an even head_dim and 2N <= T (every route the segment inside the window).
   HippoFourierRoute route = HippoFourierRoute::Direct;
 };
 
@@ -70,13 +70,13 @@ struct HippoFourierProjectArgs {
 // window_length and head_dim; the fit's num_dims up to head_dim) and keeps them while the
 // handle lives, so that no plan is made when a prompt ends. Null on the CPU.
 std::shared_ptr<void> hippo_fourier_prepare(Backend& backend, const HippoFourierShape& shape);
+std::shared_ptr<void> hippo_fourier_prepare_vulkan(Backend& backend, const HippoFourierShape& shape);
 
 // The ops' contract on where a segment lies: T <= 2^24 and first_index + length <= T, so that
 // every basis index n t is reduced mod T exactly (the shaders' kvc_mulmod needs operands below
 // T); KVC_ERROR_INTERNAL otherwise. hippo_fourier_project, hippo_fourier_fit and fourier_fold
 // check it on both backends.
 void require_segment_in_window(uint32_t window_length, uint32_t first_index, uint32_t length);
-std::shared_ptr<void> hippo_fourier_prepare_vulkan(Backend& backend, const HippoFourierShape& shape);
 
 // coefficients[h][r][j] += (1/T) sum_i F[r][first_index + i] rows[h][first_slot + i][dims[h][j]].
 void hippo_fourier_project(Backend& backend, const HippoFourierShape& shape, const HippoFourierSegment& segment,

@@ -44,17 +44,17 @@ SegmentPush segment_push(const HippoFourierShape& shape, const HippoFourierSegme
 
 vk::FftShape transform_shape(const HippoFourierShape& shape) { return {shape.window_length, shape.head_dim / 2}; }
 
-void require_transform(const HippoFourierShape& shape, const HippoFourierSegment& segment) {
-  require(shape.head_dim % 2 == 0 && uint64_t(2) * shape.num_states <= shape.window_length &&
-              uint64_t(segment.first_index) + segment.length <= shape.window_length && shape.num_dims <= shape.head_dim,
-          KVC_ERROR_INTERNAL, "hippo_fourier's Transform route needs an even head_dim, 2N <= T and the segment inside the window");
+void require_transform(const HippoFourierShape& shape) {
+  // The segment inside the window: require_segment_in_window, before either route.
+  require(shape.head_dim % 2 == 0 && uint64_t(2) * shape.num_states <= shape.window_length && shape.num_dims <= shape.head_dim,
+          KVC_ERROR_INTERNAL, "hippo_fourier's Transform route needs an even head_dim and 2N <= T");
 }
 
 uint32_t element_groups(uint64_t items) { return std::min(group_count_unbounded(items, kElementWorkgroup), kMaxGroups); }
 
 void project_transform(Backend& backend, const HippoFourierShape& shape, const HippoFourierSegment& segment,
                        const HippoFourierProjectArgs& args) {
-  require_transform(shape, segment);
+  require_transform(shape);
   Tensor& spectrum = backend.scratch(ScratchId::HippoFourierSpectrum, size_t(shape.num_heads) * shape.num_states * shape.head_dim * 8);
   const SegmentSpectrumShape spectrum_shape{shape.num_heads,     shape.head_dim,      segment.slot_stride,
                                             segment.first_slot,  segment.length,      shape.window_length,
@@ -68,7 +68,7 @@ void project_transform(Backend& backend, const HippoFourierShape& shape, const H
 }
 
 void fit_transform(Backend& backend, const HippoFourierShape& shape, const HippoFourierSegment& segment, const HippoFourierFitArgs& args) {
-  require_transform(shape, segment);
+  require_transform(shape);
   vk::FftPlan& plan = backend.fft_plans().get(transform_shape(shape));
   vk::Recorder& recorder = backend.recorder();
   for (uint32_t head = 0; head < shape.num_heads; ++head) {
