@@ -79,6 +79,10 @@ void fourier_attention(Backend& backend, const FourierAttentionShape& shape, con
     return "fourier_attention: the middle's runs start 16-byte aligned, so middle_stride is a multiple of 8 (" +
            std::to_string(shape.middle_stride) + ")";
   });
+  require(shape.num_middle <= shape.window_length, KVC_ERROR_INVALID_ARGUMENT, [&] {
+    return "fourier_attention: the middle's " + std::to_string(shape.num_middle) + " tokens pass the window of " +
+           std::to_string(shape.window_length);
+  });
   if (backend.is_cpu()) fourier_attention_cpu(shape, args);
   else fourier_attention_vulkan(backend, shape, args);
 }
