@@ -78,6 +78,7 @@ enum class ScratchId : uint32_t {
   FourierHeadTerms,       // fourier_attention (factorized): per query head, its offsets' dot and largest middle logit
   FourierSpectrum,        // fourier_attention (pruned transforms): W's nonzero bins
   FourierLogits,          // the middle's logits
+  FourierBins,            // each block's share of the weights' bins
   HippoFourierSpectrum,      // hippo_fourier_project (Transform): the segment's bins 0 .. N - 1
   EvictionCandidates,        // eviction_scores: each slot block's candidates for the victim
   Count

@@ -1,20 +1,19 @@
 // Vulkan FourierAttention decode: flash-decoding's split and merge around two transforms of
 // one sequence per pair of query heads: fourier_query_coefficients (W = the pairs' a), the
 // inverse transform (F^T a), attention_decode over the full rows and fourier_middle_partials
-// over the middle (the middle's logits), the weights and the forward transform (F w), the
-// compressed dims' share of the values (C_v^T F w) and attention_merge. Each query head's
+// over the middle (the middle's logits), the weights and the forward transform (F w),
+// fourier_value_partials (the compressed dims' share) and attention_merge. Each query head's
 // partials: the full rows' splits, the middle's, then the value blocks.
 // The transforms take one of two routes:
 // - pruned, where T = R B with B the least power of two >= 2N, a workgroup holds a B-point
 //   run in shared memory (N <= 1024 with 48 KiB) and the forward transform's residue blocks,
-//   each of which reads all of C_v and adds a partial to the merge, are few (kPrunedMaxBlocks):
+//   which fourier_value_partials adds one after another, are few (kPrunedMaxBlocks):
 //   W's 2N - 1 nonzero bins become the L logits by R short inverse DFTs
 //   (fourier_logits_transform), and the weights their 2N - 1 bins by R short forward DFTs
-//   (fourier_weights_transform, which forms the weights as it loads the logits and each
-//   block's values from its bins): each a single dispatch that touches each point once;
+//   (fourier_weights_transform, which forms the weights as it loads the logits): each a single
+//   dispatch that touches each point once;
 // - otherwise VkFFT's length-T transforms in place in their plan's buffer, W written whole
-//   (zeros included), the weights formed by fourier_middle_weights and the values by
-//   fourier_value_partials.
+//   (zeros included) and the weights formed by fourier_middle_weights.
 // KVC_FOURIER_TRANSFORM=length asks for the second route where the first applies, so that the
 // two can be measured against each other: it is read per call, and a cache plans VkFFT's
 // transforms when it is created only where it takes that route, so set it before.
@@ -43,16 +42,15 @@ constexpr uint32_t kCoefficientRows = 16;     // fourier_query_coefficients' ROW
 constexpr uint32_t kWeightPoints = 4;         // fourier_middle_weights' POINTS
 // fourier_value_partials' BINS: 8 (64 workgroups a kv head at N = 512, each thread's chain of
 // coefficient loads one batch) measured faster than 16 and 32 on the H100, the merge's extra
-// partials included (docs/benchmarks.md, 2026-11-27, seventeenth session, when both routes
-// formed their values there).
+// partials included (docs/benchmarks.md, 2026-11-27, seventeenth session).
 constexpr uint32_t kValueBins = 8;
 
 // The pruned kernels' runs a workgroup: up to 4096 points (1024 threads) where B is shorter. On
 // the H100 at T = 32768, B = 1024: 4096 a workgroup measured faster than 2048 and 1024
 // (docs/benchmarks.md, 2026-11-27, seventeenth session).
 constexpr uint32_t kPrunedPoints = 4096;
-// At most this many residue blocks a pair: each reads all of C_v for its values and adds a
-// partial to the merge (tiny N over a long window would make it thousands).
+// At most this many residue blocks a pair: fourier_value_partials sums them serially (tiny N
+// over a long window would make it thousands).
 constexpr uint32_t kPrunedMaxBlocks = 64;
 
 // VkFFT's route: one sequence of length T per pair of query heads.
@@ -67,14 +65,6 @@ struct PrunedTransform {
   uint32_t threads = 0;
   uint32_t residues = 0;
   uint32_t blocks = 0;
-  // fourier_weights_transform's VALUE_PARTS: threads a compressed dim's sum over the bins
-  // spreads over (a power of two), their sums stored past B in the runs' shared memory.
-  uint32_t value_parts(uint32_t head_dim) const {
-    const uint32_t points = runs << length_log2, length = 1u << length_log2;
-    uint32_t parts = 1;
-    while (2 * parts * head_dim <= threads && length + 2 * parts * head_dim <= points) parts *= 2;
-    return parts;
-  }
 };
 
 PrunedTransform pruned_transform(Backend& backend, const FourierAttentionShape& shape) {
@@ -147,10 +137,7 @@ void fourier_attention_vulkan(Backend& backend, const FourierAttentionShape& sha
   const uint32_t middle_blocks = (middle + 2 * middle_workgroup - 1) / (2 * middle_workgroup);
   const uint32_t middle_splits = std::min(middle_blocks, std::max(1u, kMiddleTargetGroups / (shape.num_kv_heads * head_blocks)));
 
-  const PrunedTransform pruned = has_middle ? pruned_transform(backend, shape) : PrunedTransform{};
-  // The compressed dims' values: a partial per residue block (fourier_weights_transform) or per
-  // block of kValueBins bins (fourier_value_partials).
-  const uint32_t value_blocks = !has_middle ? 0 : pruned ? pruned.blocks : (states + kValueBins - 1) / kValueBins;
+  const uint32_t value_blocks = has_middle ? (states + kValueBins - 1) / kValueBins : 0;
   const uint32_t num_splits = full_splits + middle_splits + value_blocks;
 
   Tensor& head_terms = backend.scratch(ScratchId::FourierHeadTerms, size_t(heads) * 2 * 4);
@@ -158,16 +145,18 @@ void fourier_attention_vulkan(Backend& backend, const FourierAttentionShape& sha
   Tensor& lse = backend.scratch(ScratchId::AttentionLse, size_t(heads) * 4);
   const uint32_t pairs = (heads + 1) / 2;
 
+  const PrunedTransform pruned = has_middle ? pruned_transform(backend, shape) : PrunedTransform{};
   vk::FftPlan* plan = has_middle && !pruned ? &backend.fft_plans().get(transform_shape(shape)) : nullptr;
-  // W, the logits and F w: in the plan's buffer in turn, or W's nonzero bins (at n mod 2N) and
-  // the logits [pairs][T] in scratch.
-  vk::BufferSlice spectrum, logits;
-  const uint32_t spectrum_length = pruned ? 2 * states : window;
+  // W, the logits and F w: in the plan's buffer in turn, or W's nonzero bins (at n mod 2N), the
+  // logits [pairs][T] and the blocks' shares of F w [pairs][blocks][2N] in scratch.
+  vk::BufferSlice spectrum, logits, bins;
+  const uint32_t spectrum_length = pruned ? 2 * states : window, spectrum_blocks = pruned ? pruned.blocks : 1;
   if (pruned) {
     spectrum = slice(view(backend.scratch(ScratchId::FourierSpectrum, size_t(pairs) * spectrum_length * 8)));
     logits = slice(view(backend.scratch(ScratchId::FourierLogits, size_t(pairs) * window * 8)));
+    bins = slice(view(backend.scratch(ScratchId::FourierBins, size_t(pairs) * spectrum_blocks * spectrum_length * 8)));
   } else if (plan) {
-    spectrum = logits = plan->data();
+    spectrum = logits = bins = plan->data();
   }
   if (has_middle) {
     // W's bins n and -n at n and spectrum_length - n; its zeros, where there are any, written.
@@ -203,26 +192,23 @@ void fourier_attention_vulkan(Backend& backend, const FourierAttentionShape& sha
                       {slice(args.q), slice(args.k_middle), slice(args.v_middle), slice(args.k_dims), slice(args.v_dims), logits,
                        slice(view(head_terms)), slice(view(partials))},
                       &push, middle_splits, shape.num_kv_heads, head_blocks);
-    const uint32_t first_value_split = full_splits + middle_splits;
     if (pruned) {
-      const uint32_t weights_push[11] = {heads,  middle, window, full_splits, middle_splits, num_splits, states, pruned.residues,
-                                         group, shape.v_compressed, first_value_split};
-      recorder.dispatch({"fourier_weights_transform", 5, sizeof(weights_push),
-                         {pruned.threads, dim, pruned.length_log2, pruned.runs, pruned.value_parts(dim)}},
-                        {slice(view(partials)), logits, slice(args.v_dims), slice(args.v_coefficients), slice(args.v_affine)},
-                        weights_push, pruned.blocks, pairs);
+      const uint32_t weights_push[8] = {heads, middle, window, full_splits, middle_splits, num_splits, states, pruned.residues};
+      recorder.dispatch({"fourier_weights_transform", 4, sizeof(weights_push), {pruned.threads, dim, pruned.length_log2, pruned.runs}},
+                        {slice(view(partials)), logits, slice(view(head_terms)), bins}, weights_push, pruned.blocks, pairs);
     } else {
       const uint32_t weights_push[6] = {heads, middle, window, full_splits, middle_splits, num_splits};
       recorder.dispatch({"fourier_middle_weights", 3, sizeof(weights_push), {kWorkgroup, dim}},
                         {slice(view(partials)), plan->data(), slice(view(head_terms))}, weights_push,
                         group_count(window, kWorkgroup * kWeightPoints), pairs);
       plan->record(recorder, false);  // F w at bins 0 .. N - 1, two heads per sequence
-      const uint32_t values_push[7] = {heads, group, states, window, shape.v_compressed, first_value_split, num_splits};
-      recorder.dispatch({"fourier_value_partials", 6, sizeof(values_push), {kWorkgroup, dim, group_block, kValueBins}},
-                        {plan->data(), slice(args.v_dims), slice(args.v_coefficients), slice(args.v_affine), slice(view(head_terms)),
-                         slice(view(partials))},
-                        values_push, value_blocks, shape.num_kv_heads, head_blocks);
     }
+    const uint32_t values_push[8] = {heads, group, states, spectrum_length, spectrum_blocks, shape.v_compressed,
+                                     full_splits + middle_splits, num_splits};
+    recorder.dispatch({"fourier_value_partials", 6, sizeof(values_push), {kWorkgroup, dim, group_block, kValueBins}},
+                      {bins, slice(args.v_dims), slice(args.v_coefficients), slice(args.v_affine), slice(view(head_terms)),
+                       slice(view(partials))},
+                      values_push, value_blocks, shape.num_kv_heads, head_blocks);
   }
   recorder.dispatch({"attention_merge", 3, sizeof(num_splits), {kMergeWorkgroup, dim, f16}},
                     {slice(view(partials)), slice(args.out), slice(view(lse))}, &num_splits, heads, 1, merge_dim_blocks(dim));
