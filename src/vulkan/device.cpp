@@ -192,6 +192,24 @@ std::unique_ptr<Device> Device::create(const DeviceOptions& options) {
   self->matrix_path_ = coopmat.path();
   self->matrix_path_detail_ = coopmat.detail();
   self->requires_cooperative_subgroup_size_ = coopmat.requires_subgroup_size();
+  // Dispatches push their buffers into the command buffer where the device offers it: a
+  // descriptor set allocated and written per dispatch took about 0.7 us of the host's 3.2-3.7
+  // us a dispatch on the H100 (docs/benchmarks.md, "The host's share of a step").
+  // KVC_PUSH_DESCRIPTORS=0 keeps the pool's sets (what a device without the extension gets),
+  // so that tests can take that route anywhere.
+  const char* env_push = std::getenv("KVC_PUSH_DESCRIPTORS");
+  const bool push_descriptors = has_extension(self->physical_device_, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) &&
+                                !(env_push && std::strcmp(env_push, "0") == 0);
+  std::vector<const char*> device_extensions;
+  const auto add_push_descriptors = [&] {
+    if (!push_descriptors) return;
+    device_extensions.assign(device_info.ppEnabledExtensionNames,
+                             device_info.ppEnabledExtensionNames + device_info.enabledExtensionCount);
+    device_extensions.push_back(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+    device_info.enabledExtensionCount = static_cast<uint32_t>(device_extensions.size());
+    device_info.ppEnabledExtensionNames = device_extensions.data();
+  };
+  add_push_descriptors();
   VkResult created = vkCreateDevice(self->physical_device_, &device_info, nullptr, &self->device_);
   if (created != VK_SUCCESS && self->matrix_path_ == MatrixPath::Cooperative) {
     // A driver that lists the extension but refuses it still runs the SIMT kernels.
@@ -202,9 +220,17 @@ std::unique_ptr<Device> Device::create(const DeviceOptions& options) {
     device_info.enabledExtensionCount = 0;
     device_info.ppEnabledExtensionNames = nullptr;
     statistics.add(device_info);
+    add_push_descriptors();
     created = vkCreateDevice(self->physical_device_, &device_info, nullptr, &self->device_);
   }
   check(created, "vkCreateDevice");
+  if (push_descriptors) {
+    VkPhysicalDevicePushDescriptorPropertiesKHR push{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PUSH_DESCRIPTOR_PROPERTIES_KHR};
+    VkPhysicalDeviceProperties2 properties{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+    properties.pNext = &push;
+    vkGetPhysicalDeviceProperties2(self->physical_device_, &properties);
+    self->max_push_descriptors_ = push.maxPushDescriptors;
+  }
   self->captures_pipeline_statistics_ = statistics.wanted();
   vkGetDeviceQueue(self->device_, self->queue_family_, 0, &self->queue_);
   self->finish_setup();

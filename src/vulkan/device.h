@@ -85,6 +85,10 @@ class Device {
   // (shaderStorageBufferArrayDynamicIndexing, enabled at creation). False on an application's
   // device (wrap): which features it enabled is not known.
   bool indexes_buffer_arrays() const { return indexes_buffer_arrays_; }
+  // The most buffers a dispatch may push into the command buffer (VK_KHR_push_descriptor,
+  // enabled at creation where offered); 0: dispatches bind descriptor sets from a pool. 0 on
+  // an application's device (wrap): which extensions it enabled is not known.
+  uint32_t max_push_descriptors() const { return max_push_descriptors_; }
   // KVC_PROFILE on a device with VK_KHR_pipeline_executable_properties: pipelines print what the
   // driver reports of them (vulkan/pipeline_statistics.h).
   bool captures_pipeline_statistics() const { return captures_pipeline_statistics_; }
@@ -141,6 +145,7 @@ class Device {
   FragmentLayout fragment_layout_ = FragmentLayout::Opaque;
   double builtin_trig_error_ = std::numeric_limits<double>::infinity();
   bool indexes_buffer_arrays_ = false;
+  uint32_t max_push_descriptors_ = 0;
   bool captures_pipeline_statistics_ = false;
   std::unique_ptr<PipelineCache> pipelines_;
   std::unique_ptr<Staging> staging_;

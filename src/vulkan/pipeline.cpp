@@ -26,7 +26,9 @@ Pipeline::Pipeline(Device& device, VkPipelineCache cache, const KernelSpec& spec
   std::vector<VkDescriptorSetLayoutBinding> bindings(spec.num_buffers);
   for (uint32_t i = 0; i < spec.num_buffers; ++i)
     bindings[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, spec.binding_length(i), VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+  const bool pushes = spec.descriptor_count() <= device.max_push_descriptors();
   VkDescriptorSetLayoutCreateInfo set_info{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+  if (pushes) set_info.flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR;
   set_info.bindingCount = spec.num_buffers;
   set_info.pBindings = bindings.data();
   check(vkCreateDescriptorSetLayout(vk_device, &set_info, nullptr, &set_layout_), "vkCreateDescriptorSetLayout");
@@ -38,6 +40,27 @@ Pipeline::Pipeline(Device& device, VkPipelineCache cache, const KernelSpec& spec
   layout_info.pushConstantRangeCount = spec.push_bytes ? 1 : 0;
   layout_info.pPushConstantRanges = &push;
   check(vkCreatePipelineLayout(vk_device, &layout_info, nullptr, &layout_), "vkCreatePipelineLayout");
+  if (pushes) {
+    // Binding i takes the dispatch's buffers from its first on, in the order dispatch() lists them.
+    std::vector<VkDescriptorUpdateTemplateEntry> entries(spec.num_buffers);
+    for (uint32_t binding = 0, first = 0; binding < spec.num_buffers; first += spec.binding_length(binding++))
+      entries[binding] = {binding, 0, spec.binding_length(binding), VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                          first * sizeof(VkDescriptorBufferInfo), sizeof(VkDescriptorBufferInfo)};
+    VkDescriptorUpdateTemplateCreateInfo template_info{VK_STRUCTURE_TYPE_DESCRIPTOR_UPDATE_TEMPLATE_CREATE_INFO};
+    template_info.descriptorUpdateEntryCount = spec.num_buffers;
+    template_info.pDescriptorUpdateEntries = entries.data();
+    template_info.templateType = VK_DESCRIPTOR_UPDATE_TEMPLATE_TYPE_PUSH_DESCRIPTORS_KHR;
+    template_info.descriptorSetLayout = set_layout_;
+    template_info.pipelineBindPoint = VK_PIPELINE_BIND_POINT_COMPUTE;
+    template_info.pipelineLayout = layout_;
+    template_info.set = 0;
+    const VkResult made = vkCreateDescriptorUpdateTemplate(vk_device, &template_info, nullptr, &push_template_);
+    if (made != VK_SUCCESS) {
+      vkDestroyPipelineLayout(vk_device, layout_, nullptr);
+      vkDestroyDescriptorSetLayout(vk_device, set_layout_, nullptr);
+      check(made, "vkCreateDescriptorUpdateTemplate");
+    }
+  }
 
   const ShaderModuleWords& words = find_shader(spec.shader);
   written_bindings_ = written_bindings(words.words, words.word_count, spec.num_buffers);
@@ -74,6 +97,7 @@ Pipeline::Pipeline(Device& device, VkPipelineCache cache, const KernelSpec& spec
   if (result == VK_SUCCESS) result = vkCreateComputePipelines(vk_device, cache, 1, &info, nullptr, &pipeline_);
   vkDestroyShaderModule(vk_device, module, nullptr);
   if (result != VK_SUCCESS) {
+    if (push_template_) vkDestroyDescriptorUpdateTemplate(vk_device, push_template_, nullptr);
     vkDestroyPipelineLayout(vk_device, layout_, nullptr);
     vkDestroyDescriptorSetLayout(vk_device, set_layout_, nullptr);
     check(result, ("vkCreateComputePipelines(" + spec.shader + ")").c_str());
@@ -87,6 +111,7 @@ Pipeline::Pipeline(Device& device, VkPipelineCache cache, const KernelSpec& spec
 
 Pipeline::~Pipeline() {
   vkDestroyPipeline(device_.device(), pipeline_, nullptr);
+  if (push_template_) vkDestroyDescriptorUpdateTemplate(device_.device(), push_template_, nullptr);
   vkDestroyPipelineLayout(device_.device(), layout_, nullptr);
   vkDestroyDescriptorSetLayout(device_.device(), set_layout_, nullptr);
 }

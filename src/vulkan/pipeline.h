@@ -50,6 +50,10 @@ class Pipeline {
   VkPipeline handle() const { return pipeline_; }
   VkPipelineLayout layout() const { return layout_; }
   VkDescriptorSetLayout set_layout() const { return set_layout_; }
+  // Where the device pushes descriptors and the buffers fit (Device::max_push_descriptors): the
+  // template that pushes a dispatch's buffers, in dispatch()'s order, as VkDescriptorBufferInfo
+  // entries; otherwise VK_NULL_HANDLE and dispatches bind a set allocated from a pool.
+  VkDescriptorUpdateTemplate push_template() const { return push_template_; }
   const KernelSpec& spec() const { return spec_; }
   // Whether the shader may write binding `binding` (false where it declares it readonly).
   bool writes(uint32_t binding) const { return written_bindings_[binding]; }
@@ -61,6 +65,7 @@ class Pipeline {
   VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
   VkPipelineLayout layout_ = VK_NULL_HANDLE;
   VkPipeline pipeline_ = VK_NULL_HANDLE;
+  VkDescriptorUpdateTemplate push_template_ = VK_NULL_HANDLE;
 };
 
 class PipelineCache {

@@ -1,5 +1,6 @@
 #include "vulkan/recorder.h"
 
+#include <array>
 #include <cstring>
 
 #include "vulkan/device.h"
@@ -90,11 +91,11 @@ bool Recorder::conflict(const Access& a, const Access& b) {
   return a.buffer == b.buffer && a.begin < b.end && b.begin < a.end;
 }
 
-void Recorder::before_command(const std::string& label, const std::vector<Access>& accesses, bool after_all) {
+void Recorder::before_command(const std::string& label, const Access* accesses, size_t count, bool after_all) {
   require(recording_, KVC_ERROR_INTERNAL, "Recorder used outside begin()/end()");
   ++commands_recorded_;
   bool wait = order_all_ || after_all || profiling_;
-  for (size_t i = 0; i < accesses.size() && !wait; ++i)
+  for (size_t i = 0; i < count && !wait; ++i)
     for (const Access& earlier : unordered_)
       if (conflict(accesses[i], earlier)) {
         wait = true;
@@ -106,7 +107,7 @@ void Recorder::before_command(const std::string& label, const std::vector<Access
     unordered_.clear();
     order_all_ = false;
   }
-  unordered_.insert(unordered_.end(), accesses.begin(), accesses.end());
+  unordered_.insert(unordered_.end(), accesses, accesses + count);
   // After the barrier, so the timestamp falls when every earlier command finished; two are
   // left for end() and a caller's timestamp().
   if (profiling_ && !label.empty() && queries_ && !external_) {
@@ -142,14 +143,16 @@ void Recorder::copy_strided(BufferSlice src, VkDeviceSize src_stride, BufferSlic
   std::vector<VkBufferCopy> regions(count);
   for (uint32_t i = 0; i < count; ++i) regions[i] = {src.offset + i * src_stride, dst.offset + i * dst_stride, bytes};
   const VkDeviceSize span_last = VkDeviceSize(count - 1);
-  before_command("copy", {access({src.buffer, src.offset, span_last * src_stride + bytes}, false),
-                          access({dst.buffer, dst.offset, span_last * dst_stride + bytes}, true)});
+  const Access accesses[] = {access({src.buffer, src.offset, span_last * src_stride + bytes}, false),
+                             access({dst.buffer, dst.offset, span_last * dst_stride + bytes}, true)};
+  before_command("copy", accesses, 2);
   vkCmdCopyBuffer(commands(), src.buffer->handle(), dst.buffer->handle(), count, regions.data());
 }
 
 void Recorder::fill(BufferSlice dst, VkDeviceSize bytes, uint32_t word) {
   if (bytes == 0) return;
-  before_command("fill", {access({dst.buffer, dst.offset, bytes}, true)});
+  const Access written = access({dst.buffer, dst.offset, bytes}, true);
+  before_command("fill", &written, 1);
   vkCmdFillBuffer(commands(), dst.buffer->handle(), dst.offset, bytes, word);
 }
 
@@ -198,29 +201,41 @@ void Recorder::dispatch(const KernelSpec& spec, const BufferSlice* buffers, size
                         uint32_t groups_y, uint32_t groups_z) {
   require(count == spec.descriptor_count(), KVC_ERROR_INTERNAL, spec.shader + ": wrong number of buffers");
   const Pipeline& pipeline = device_.pipelines().get(spec);
-  std::vector<Access> accesses;
-  accesses.reserve(count);
-  for (uint32_t binding = 0, first = 0; binding < spec.num_buffers; first += spec.binding_length(binding++))
-    for (uint32_t i = first; i < first + spec.binding_length(binding); ++i)
-      accesses.push_back(access(buffers[i], pipeline.writes(binding)));
-  before_command(spec.shader, accesses);
-  const VkDescriptorSet set = allocate_set(pipeline.set_layout());
-  std::vector<VkDescriptorBufferInfo> infos;
-  std::vector<VkWriteDescriptorSet> writes;
-  infos.reserve(count);  // the writes point into it
-  for (size_t i = 0; i < count; ++i) infos.push_back({buffers[i].buffer->handle(), buffers[i].offset, buffers[i].size});
-  for (uint32_t binding = 0, first = 0; binding < spec.num_buffers; first += spec.binding_length(binding++)) {
-    VkWriteDescriptorSet write{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
-    write.dstSet = set;
-    write.dstBinding = binding;
-    write.descriptorCount = spec.binding_length(binding);
-    write.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    write.pBufferInfo = &infos[first];
-    writes.push_back(write);
+  // On the stack for a dispatch's usual few buffers (a batched kernel's arrays may pass them).
+  std::array<Access, kInlineBuffers> inline_accesses;
+  std::array<VkDescriptorBufferInfo, kInlineBuffers> inline_infos;
+  std::vector<Access> heap_accesses;
+  std::vector<VkDescriptorBufferInfo> heap_infos;
+  if (count > kInlineBuffers) {
+    heap_accesses.resize(count);
+    heap_infos.resize(count);
   }
-  vkUpdateDescriptorSets(device_.device(), static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
+  Access* accesses = count > kInlineBuffers ? heap_accesses.data() : inline_accesses.data();
+  VkDescriptorBufferInfo* infos = count > kInlineBuffers ? heap_infos.data() : inline_infos.data();
+  for (uint32_t binding = 0, first = 0; binding < spec.num_buffers; first += spec.binding_length(binding++))
+    for (uint32_t i = first; i < first + spec.binding_length(binding); ++i) {
+      accesses[i] = access(buffers[i], pipeline.writes(binding));
+      infos[i] = {buffers[i].buffer->handle(), buffers[i].offset, buffers[i].size};
+    }
+  before_command(spec.shader, accesses, count);
+  if (pipeline.push_template()) {
+    vkCmdPushDescriptorSetWithTemplateKHR(commands(), pipeline.push_template(), pipeline.layout(), 0, infos);
+  } else {
+    const VkDescriptorSet set = allocate_set(pipeline.set_layout());
+    std::vector<VkWriteDescriptorSet> writes;
+    for (uint32_t binding = 0, first = 0; binding < spec.num_buffers; first += spec.binding_length(binding++)) {
+      VkWriteDescriptorSet write{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+      write.dstSet = set;
+      write.dstBinding = binding;
+      write.descriptorCount = spec.binding_length(binding);
+      write.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      write.pBufferInfo = &infos[first];
+      writes.push_back(write);
+    }
+    vkUpdateDescriptorSets(device_.device(), static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
+    vkCmdBindDescriptorSets(commands(), VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout(), 0, 1, &set, 0, nullptr);
+  }
   vkCmdBindPipeline(commands(), VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle());
-  vkCmdBindDescriptorSets(commands(), VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout(), 0, 1, &set, 0, nullptr);
   if (spec.push_bytes)
     vkCmdPushConstants(commands(), pipeline.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, spec.push_bytes, push);
   if (groups_x && groups_y && groups_z) vkCmdDispatch(commands(), groups_x, groups_y, groups_z);
@@ -230,7 +245,7 @@ uint32_t Recorder::timestamp() {
   require(queries_ != VK_NULL_HANDLE, KVC_ERROR_UNSUPPORTED, "the device's queue has no timestamp support");
   require(!external_, KVC_ERROR_INTERNAL, "a timestamp recorded into an application's command buffer");
   require(timestamps_written_ < timestamp_capacity_, KVC_ERROR_INTERNAL, "too many timestamps in one submission");
-  before_command("", {}, true);
+  before_command("", nullptr, 0, true);
   return write_timestamp("");
 }
 
@@ -241,7 +256,8 @@ uint32_t Recorder::write_timestamp(std::string label) {
 }
 
 VkCommandBuffer Recorder::raw_commands(const std::string& label, BufferSlice written) {
-  before_command(label, {access(written, true)});
+  const Access access_written = access(written, true);
+  before_command(label, &access_written, 1);
   return commands();
 }
 

@@ -6,7 +6,9 @@
 // declare readonly). Commands that share no written bytes run together, as a step's next
 // layer's append beside this layer's merge. Under KVC_PROFILE every command waits, so that its
 // timestamps time it alone. A recording may also go into an application's command buffer,
-// which the application submits (kvc_step_begin_commands).
+// which the application submits (kvc_step_begin_commands). A dispatch pushes its buffers into
+// the command buffer where the device offers VK_KHR_push_descriptor (Pipeline::push_template),
+// or binds a descriptor set from the recorder's pools, reset at each begin().
 #pragma once
 
 #include <cstdint>
@@ -96,7 +98,7 @@ class Recorder {
   // Every command starts here: a barrier first where the command conflicts with one since the
   // last barrier (or `after_all`: it must follow every earlier command). `label` names it for
   // KVC_PROFILE (vulkan/profile.h).
-  void before_command(const std::string& label, const std::vector<Access>& accesses, bool after_all = false);
+  void before_command(const std::string& label, const Access* accesses, size_t count, bool after_all = false);
   uint32_t write_timestamp(std::string label);
   // The barrier that makes every earlier compute and transfer write visible to what follows.
   void barrier(VkPipelineStageFlags dst_stages, VkAccessFlags dst_access);
@@ -114,6 +116,7 @@ class Recorder {
   static constexpr uint32_t kMaxTimestamps = 256;
   static constexpr uint32_t kMaxProfiledTimestamps = 16384;  // a timestamp per command under KVC_PROFILE
   static constexpr uint32_t kSetsPerPool = 256;
+  static constexpr size_t kInlineBuffers = 16;  // a dispatch's buffers held on the stack
 
   Device& device_;
   VkCommandPool pool_ = VK_NULL_HANDLE;
