@@ -194,7 +194,7 @@ std::unique_ptr<Device> Device::create(const DeviceOptions& options) {
   self->requires_cooperative_subgroup_size_ = coopmat.requires_subgroup_size();
   // Dispatches push their buffers into the command buffer where the device offers it: a
   // descriptor set allocated and written per dispatch took about 0.7 us of the host's 3.2-3.7
-  // us a dispatch on the H100 (docs/benchmarks.md, "The host's share of a step").
+  // us a dispatch on the H100 (docs/benchmarks.md, 2026-11-28, nineteenth session).
   // KVC_PUSH_DESCRIPTORS=0 keeps the pool's sets (what a device without the extension gets),
   // so that tests can take that route anywhere.
   const char* env_push = std::getenv("KVC_PUSH_DESCRIPTORS");
