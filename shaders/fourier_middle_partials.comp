@@ -174,11 +174,13 @@ void main() {
       }
     }
     float block_max[GROUP_BLOCK];
-    // A last odd token's pair writes one point past the middle too: T is even, so still in
-    // the pair's sequence, where nothing reads it.
-    if (PAIRED && live)
+    // A last odd token's pair writes one point past the middle too: the middle is at most T
+    // (fourier_attention refuses more) and T is even, so an odd middle ends before T and the
+    // point is still in the pair's sequence, where nothing reads it.
+    if (PAIRED && live) {
       [[unroll]] for (uint b = 0; b < GROUP_BLOCK; b += 2)
         spectrum_quads[spectrum_quad_index(head0 + b, first + 2 * t)] = vec4(logits[b].x, logits[b + 1].x, logits[b].y, logits[b + 1].y);
+    }
     [[unroll]] for (uint b = 0; b < GROUP_BLOCK; ++b) {
       if (!PAIRED && live) {
         const uint at = spectrum_index(head0 + b, first + 2 * t);

@@ -36,7 +36,7 @@ struct FourierAttentionShape {
   uint32_t head_dim = 0;         // multiple of 8, <= 256
   uint32_t num_full_slots = 0;   // full rows attended, >= 1
   uint32_t slot_stride = 0;      // rows per kv head of k and v
-  uint32_t num_middle = 0;       // middle tokens (0: attention over the full rows only)
+  uint32_t num_middle = 0;       // middle tokens, at most window_length (0: attention over the full rows only)
   uint32_t middle_stride = 0;    // tokens per dim's run of k_middle and v_middle: a multiple of 8
   uint32_t num_states = 0;       // N
   uint32_t window_length = 0;    // T >= 2N

@@ -187,7 +187,9 @@ void fourier_attention_vulkan(Backend& backend, const FourierAttentionShape& sha
           window_length;
       float scale;
     } push{middle, shape.middle_stride, shape.k_compressed, shape.v_compressed, group, middle_splits, full_splits, num_splits, window, scale};
-    const bool paired = group_block % 2 == 0 && window % 2 == 0;  // the shader's PAIRED
+    // The shader's PAIRED: both heads of every W sequence in one block, and a token pair's
+    // 16 bytes aligned.
+    const bool paired = group_block % 2 == 0 && window % 2 == 0;
     recorder.dispatch({"fourier_middle_partials", 8, sizeof(push), {middle_workgroup, dim, group_block, f16, paired}},
                       {slice(args.q), slice(args.k_middle), slice(args.v_middle), slice(args.k_dims), slice(args.v_dims), logits,
                        slice(view(head_terms)), slice(view(partials))},

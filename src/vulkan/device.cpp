@@ -193,13 +193,13 @@ std::unique_ptr<Device> Device::create(const DeviceOptions& options) {
   self->matrix_path_detail_ = coopmat.detail();
   self->requires_cooperative_subgroup_size_ = coopmat.requires_subgroup_size();
   // Dispatches push their buffers into the command buffer where the device offers it: a
-  // descriptor set allocated and written per dispatch took about 0.7 us of the host's 3.2-3.7
+  // descriptor set allocated and written per dispatch took about 0.7 us of the host's 3.2-3.8
   // us a dispatch on the H100 (docs/benchmarks.md, 2026-11-28, nineteenth session).
   // KVC_PUSH_DESCRIPTORS=0 keeps the pool's sets (what a device without the extension gets),
   // so that tests can take that route anywhere.
   const char* env_push = std::getenv("KVC_PUSH_DESCRIPTORS");
-  const bool push_descriptors = has_extension(self->physical_device_, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) &&
-                                !(env_push && std::strcmp(env_push, "0") == 0);
+  bool push_descriptors = has_extension(self->physical_device_, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) &&
+                          !(env_push && std::strcmp(env_push, "0") == 0);
   std::vector<const char*> device_extensions;
   const auto add_push_descriptors = [&] {
     if (!push_descriptors) return;
@@ -221,6 +221,12 @@ std::unique_ptr<Device> Device::create(const DeviceOptions& options) {
     device_info.ppEnabledExtensionNames = nullptr;
     statistics.add(device_info);
     add_push_descriptors();
+    created = vkCreateDevice(self->physical_device_, &device_info, nullptr, &self->device_);
+  }
+  if (created != VK_SUCCESS && push_descriptors) {
+    // A driver that lists it but refuses it still binds sets from a pool.
+    --device_info.enabledExtensionCount;  // the push extension, added last
+    push_descriptors = false;
     created = vkCreateDevice(self->physical_device_, &device_info, nullptr, &self->device_);
   }
   check(created, "vkCreateDevice");

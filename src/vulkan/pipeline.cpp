@@ -22,11 +22,22 @@ const ShaderModuleWords& find_shader(const std::string& name) {
 }  // namespace
 
 Pipeline::Pipeline(Device& device, VkPipelineCache cache, const KernelSpec& spec) : device_(device), spec_(spec) {
+  try {
+    build(cache);
+  } catch (...) {
+    release();  // what was made before the failure
+    throw;
+  }
+}
+
+void Pipeline::build(VkPipelineCache cache) {
+  const Device& device = device_;
+  const KernelSpec& spec = spec_;
   const VkDevice vk_device = device.device();
   std::vector<VkDescriptorSetLayoutBinding> bindings(spec.num_buffers);
   for (uint32_t i = 0; i < spec.num_buffers; ++i)
     bindings[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, spec.binding_length(i), VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
-  const bool pushes = spec.descriptor_count() <= device.max_push_descriptors();
+  const bool pushes = device.max_push_descriptors() > 0 && spec.descriptor_count() <= device.max_push_descriptors();
   VkDescriptorSetLayoutCreateInfo set_info{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
   if (pushes) set_info.flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR;
   set_info.bindingCount = spec.num_buffers;
@@ -54,12 +65,7 @@ Pipeline::Pipeline(Device& device, VkPipelineCache cache, const KernelSpec& spec
     template_info.pipelineBindPoint = VK_PIPELINE_BIND_POINT_COMPUTE;
     template_info.pipelineLayout = layout_;
     template_info.set = 0;
-    const VkResult made = vkCreateDescriptorUpdateTemplate(vk_device, &template_info, nullptr, &push_template_);
-    if (made != VK_SUCCESS) {
-      vkDestroyPipelineLayout(vk_device, layout_, nullptr);
-      vkDestroyDescriptorSetLayout(vk_device, set_layout_, nullptr);
-      check(made, "vkCreateDescriptorUpdateTemplate");
-    }
+    check(vkCreateDescriptorUpdateTemplate(vk_device, &template_info, nullptr, &push_template_), "vkCreateDescriptorUpdateTemplate");
   }
 
   const ShaderModuleWords& words = find_shader(spec.shader);
@@ -96,12 +102,7 @@ Pipeline::Pipeline(Device& device, VkPipelineCache cache, const KernelSpec& spec
   VkResult result = faults::injected(faults::Op::CreatePipeline);
   if (result == VK_SUCCESS) result = vkCreateComputePipelines(vk_device, cache, 1, &info, nullptr, &pipeline_);
   vkDestroyShaderModule(vk_device, module, nullptr);
-  if (result != VK_SUCCESS) {
-    if (push_template_) vkDestroyDescriptorUpdateTemplate(vk_device, push_template_, nullptr);
-    vkDestroyPipelineLayout(vk_device, layout_, nullptr);
-    vkDestroyDescriptorSetLayout(vk_device, set_layout_, nullptr);
-    check(result, ("vkCreateComputePipelines(" + spec.shader + ")").c_str());
-  }
+  check(result, ("vkCreateComputePipelines(" + spec.shader + ")").c_str());
   if (device.captures_pipeline_statistics()) {
     std::string name = spec.shader + " [";
     for (size_t i = 0; i < spec.constants.size(); ++i) name += (i ? " " : "") + std::to_string(spec.constants[i]);
@@ -109,11 +110,14 @@ Pipeline::Pipeline(Device& device, VkPipelineCache cache, const KernelSpec& spec
   }
 }
 
-Pipeline::~Pipeline() {
-  vkDestroyPipeline(device_.device(), pipeline_, nullptr);
-  if (push_template_) vkDestroyDescriptorUpdateTemplate(device_.device(), push_template_, nullptr);
-  vkDestroyPipelineLayout(device_.device(), layout_, nullptr);
-  vkDestroyDescriptorSetLayout(device_.device(), set_layout_, nullptr);
+Pipeline::~Pipeline() { release(); }
+
+void Pipeline::release() {
+  const VkDevice vk_device = device_.device();
+  if (pipeline_) vkDestroyPipeline(vk_device, pipeline_, nullptr);
+  if (push_template_) vkDestroyDescriptorUpdateTemplate(vk_device, push_template_, nullptr);
+  if (layout_) vkDestroyPipelineLayout(vk_device, layout_, nullptr);
+  if (set_layout_) vkDestroyDescriptorSetLayout(vk_device, set_layout_, nullptr);
 }
 
 PipelineCache::PipelineCache(Device& device) : device_(device) {

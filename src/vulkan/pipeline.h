@@ -59,6 +59,9 @@ class Pipeline {
   bool writes(uint32_t binding) const { return written_bindings_[binding]; }
 
  private:
+  void build(VkPipelineCache cache);
+  void release();  // every handle made so far
+
   Device& device_;
   KernelSpec spec_;
   std::vector<bool> written_bindings_;

@@ -3,6 +3,8 @@
 // softmax(q k^T / sqrt(d)) v by formula over the full rows and the middle.
 #include <doctest/doctest.h>
 
+#include <string>
+
 #include "support/formulas.h"
 #include "support/fourier_case.h"
 #include "support/test_support.h"
@@ -73,6 +75,26 @@ TEST_CASE("fourier_attention_cpu is attention over the full rows and the middle 
     // f32 in the reference. f16: both round the output to f16 (2^-11 relative each).
     CHECK(test::relative_max_error(got, expected) < (shape.dtype == Dtype::F32 ? 1e-5 : 2e-3));
   }
+}
+
+TEST_CASE("fourier_attention refuses a middle past its window or runs that are not 16-byte aligned") {
+  // Checked before either backend reads an argument, so no buffers are needed.
+  Backend& cpu = test::cpu_backend();
+  const auto refusal = [&](const ops::FourierAttentionShape& shape) -> std::string {
+    try {
+      ops::fourier_attention(cpu, shape, ops::FourierAttentionArgs{});
+    } catch (const Error& error) {
+      CHECK(error.status() == KVC_ERROR_INVALID_ARGUMENT);
+      return error.what();
+    }
+    return "";
+  };
+  const ops::FourierAttentionShape shape{4, 2, 16, 3, 0, 13, 16, 2, 12, 7, 5, Dtype::F32};  // 13 middle tokens, window 12
+  CHECK(refusal(shape).find("pass the window") != std::string::npos);
+  ops::FourierAttentionShape unaligned = shape;
+  unaligned.window_length = 13;
+  unaligned.middle_stride = 20;
+  CHECK(refusal(unaligned).find("middle_stride") != std::string::npos);
 }
 
 }  // namespace kvc

@@ -39,7 +39,8 @@ TEST_CASE("fourier_attention on Vulkan matches materialize-then-attend on the CP
   // The pruned transforms (T a multiple of B, the least power of two >= 2N): one residue (T =
   // B), residues that are not a power of two, more residues than a workgroup's runs with the
   // last block partial (how many residues a block takes depends on the device's shared memory),
-  // 2N well below B, a long f32 window (B = 1024), and the shortest runs.
+  // 2N well below B, a long f32 window (B = 1024), the shortest runs, and a middle as long as
+  // the window.
   const ops::FourierAttentionShape pruned_shapes[] = {
       {6, 2, 24, 7, 0, 801, 0, 13, 832, 17, 20, Dtype::F32},       // B 32, R 26
       {4, 2, 32, 5, 0, 4000, 0, 100, 4864, 20, 25, Dtype::F32},    // B 256, R 19: the last block partial
@@ -47,6 +48,7 @@ TEST_CASE("fourier_attention on Vulkan matches materialize-then-attend on the CP
       {3, 1, 64, 20, 0, 16000, 0, 512, 16384, 50, 40, Dtype::F32},  // B 1024, R 16
       {5, 1, 16, 3, 0, 5, 0, 1, 6, 4, 3, Dtype::F32},               // N 1: B 2 (a radix-2 stage alone), R 3
       {4, 2, 16, 3, 0, 11, 0, 2, 12, 7, 5, Dtype::F16},             // B 4 (a radix-4 stage alone), R 3
+      {4, 2, 16, 3, 0, 12, 0, 2, 12, 7, 5, Dtype::F16},             // the middle fills the window
   };
   const auto check = [&](const ops::FourierAttentionShape& base, bool pruned) {
     const test::FourierCase c = test::FourierCase::random(base);
