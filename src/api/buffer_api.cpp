@@ -43,9 +43,10 @@ kvc_status with_buffer(const kvc_buffer* buffer, Body&& body) {
 }
 
 void require_range(const kvc::Tensor& tensor, uint64_t offset, uint64_t bytes, const char* call) {
-  kvc::require(offset <= tensor.bytes() && bytes <= tensor.bytes() - offset, KVC_ERROR_BUFFER_TOO_SMALL,
-               std::string(call) + ": " + std::to_string(bytes) + " bytes at offset " + std::to_string(offset) + " run past the buffer's " +
-                   std::to_string(tensor.bytes()));
+  kvc::require(offset <= tensor.bytes() && bytes <= tensor.bytes() - offset, KVC_ERROR_BUFFER_TOO_SMALL, [&] {
+    return std::string(call) + ": " + std::to_string(bytes) + " bytes at offset " + std::to_string(offset) +
+           " run past the buffer's " + std::to_string(tensor.bytes());
+  });
 }
 
 kvc_status adopt(kvc_context* context, std::unique_ptr<kvc::Tensor> tensor, kvc_buffer** out_buffer) {

@@ -224,8 +224,9 @@ kvc_status kvc_cache_append_batch_device(kvc_context* context, uint32_t n_caches
 kvc_status kvc_cache_layer_slots(const kvc_cache* cache, uint32_t layer, uint32_t* out_slots) {
   return with_cache(cache, [&](kvc::Cache& c) {
     kvc::require(out_slots != nullptr, KVC_ERROR_NULL_POINTER, "kvc_cache_layer_slots: out_slots is NULL");
-    kvc::require(layer < c.config().num_layers, KVC_ERROR_OUT_OF_RANGE,
-                 "layer " + std::to_string(layer) + " is past the cache's " + std::to_string(c.config().num_layers) + " layers");
+    kvc::require(layer < c.config().num_layers, KVC_ERROR_OUT_OF_RANGE, [&] {
+      return "layer " + std::to_string(layer) + " is past the cache's " + std::to_string(c.config().num_layers) + " layers";
+    });
     *out_slots = c.policy().read_slots(c, layer);
   });
 }
@@ -244,11 +245,13 @@ kvc_status kvc_faedkv_ablate(kvc_cache* cache, uint32_t layer, const kvc_faedkv_
   return with_cache(cache, [&](kvc::Cache& c) {
     require_dtype(c, dtype);
     kvc::api::require_no_step(*cache->context, "kvc_faedkv_ablate");
-    kvc::require(layer < c.config().num_layers, KVC_ERROR_OUT_OF_RANGE,
-                 "layer " + std::to_string(layer) + " is past the cache's " + std::to_string(c.config().num_layers) + " layers");
+    kvc::require(layer < c.config().num_layers, KVC_ERROR_OUT_OF_RANGE, [&] {
+      return "layer " + std::to_string(layer) + " is past the cache's " + std::to_string(c.config().num_layers) + " layers";
+    });
     const uint32_t slots = c.layer(layer).slots_held;
-    kvc::require(max_slots >= slots, KVC_ERROR_BUFFER_TOO_SMALL,
-                 "max_slots is " + std::to_string(max_slots) + " but layer " + std::to_string(layer) + " holds " + std::to_string(slots));
+    kvc::require(max_slots >= slots, KVC_ERROR_BUFFER_TOO_SMALL, [&] {
+      return "max_slots is " + std::to_string(max_slots) + " but layer " + std::to_string(layer) + " holds " + std::to_string(slots);
+    });
     kvc_faedkv_params given = kvc_faedkv_params_default();
     if (params) {
       kvc::api::require_struct_size(params->struct_size, sizeof(kvc_faedkv_params), "kvc_faedkv_params");

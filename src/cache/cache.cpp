@@ -301,9 +301,10 @@ void Cache::read(uint32_t layer_index, uint32_t max_slots, void* k, void* v, int
   check_layer(layer_index);
   const LayerState& layer = layers_[layer_index];
   const uint32_t slots = policy_->read_slots(*this, layer_index);
-  require(max_slots >= slots, KVC_ERROR_BUFFER_TOO_SMALL,
-          "max_slots is " + std::to_string(max_slots) + " but layer " + std::to_string(layer_index) + " reads as " +
-              std::to_string(slots) + " slots");
+  require(max_slots >= slots, KVC_ERROR_BUFFER_TOO_SMALL, [&] {
+    return "max_slots is " + std::to_string(max_slots) + " but layer " + std::to_string(layer_index) + " reads as " +
+         std::to_string(slots) + " slots";
+  });
   if (policy_->read(*this, layer_index, k, v, positions)) return;
   const size_t row_bytes = size_t(config_.head_dim) * dtype_size(config_.dtype);
   const size_t held = layer.slots_held;

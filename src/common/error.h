@@ -25,6 +25,12 @@ inline void require(bool condition, kvc_status status, const std::string& messag
   if (!condition) throw Error(status, message);
 }
 
+// The same for a fixed text: no std::string is made unless the check fails (the checks run on
+// every dispatch, and most texts are longer than a short string's inline buffer).
+inline void require(bool condition, kvc_status status, const char* message) {
+  if (!condition) throw Error(status, message);
+}
+
 // The same for checks on every append and attend: `make_message` builds the text only when
 // the check fails (building it every time cost more than the check).
 template <typename MakeMessage, typename = decltype(std::declval<MakeMessage&>()())>

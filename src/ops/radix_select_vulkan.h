@@ -18,8 +18,9 @@ inline uint32_t radix_select_workgroup(const vk::Device& device, const char* ker
   auto shared_bytes = [](uint32_t threads) { return uint64_t(threads) * 4 + 8192 + 64; };
   uint32_t size = kMax;
   while (size > kMin && !device.fits_workgroup(size, shared_bytes(size))) size /= 2;
-  require(device.fits_workgroup(size, shared_bytes(size)), KVC_ERROR_UNSUPPORTED,
-          std::string(kernel) + " needs workgroups of " + std::to_string(kMin) + " threads, more than the device allows");
+  require(device.fits_workgroup(size, shared_bytes(size)), KVC_ERROR_UNSUPPORTED, [&] {
+    return std::string(kernel) + " needs workgroups of " + std::to_string(kMin) + " threads, more than the device allows";
+  });
   return size;
 }
 

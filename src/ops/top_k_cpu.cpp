@@ -10,19 +10,24 @@
 namespace kvc::ops {
 
 void check_top_k_shape(const TopKShape& shape) {
-  require(shape.num_rows <= 65535, KVC_ERROR_INVALID_ARGUMENT, "top_k: " + std::to_string(shape.num_rows) + " rows; at most 65535");
-  require(shape.k <= shape.row_length, KVC_ERROR_INVALID_ARGUMENT,
-          "top_k: k = " + std::to_string(shape.k) + " exceeds the row length " + std::to_string(shape.row_length));
+  require(shape.num_rows <= 65535, KVC_ERROR_INVALID_ARGUMENT, [&] {
+    return "top_k: " + std::to_string(shape.num_rows) + " rows; at most 65535";
+  });
+  require(shape.k <= shape.row_length, KVC_ERROR_INVALID_ARGUMENT, [&] {
+    return "top_k: k = " + std::to_string(shape.k) + " exceeds the row length " + std::to_string(shape.row_length);
+  });
   require(shape.row_length <= shape.row_stride && shape.k <= shape.index_stride, KVC_ERROR_INVALID_ARGUMENT,
           "top_k: a row or index stride is shorter than what it holds");
   const uint64_t blocks = shape.rows_per_block ? (uint64_t(shape.num_rows) + shape.rows_per_block - 1) / shape.rows_per_block : 1;
   require(shape.block_k.empty() || (shape.block_k.size() == blocks && shape.block_k.size() <= kTopKMaxBlockKs),
-          KVC_ERROR_INVALID_ARGUMENT,
-          "top_k: " + std::to_string(shape.block_k.size()) + " k's for " + std::to_string(blocks) + " blocks; one a block, at most " +
-              std::to_string(kTopKMaxBlockKs));
+          KVC_ERROR_INVALID_ARGUMENT, [&] {
+    return "top_k: " + std::to_string(shape.block_k.size()) + " k's for " + std::to_string(blocks) +
+         " blocks; one a block, at most " + std::to_string(kTopKMaxBlockKs);
+  });
   for (uint32_t block_k : shape.block_k)
-    require(block_k <= shape.k, KVC_ERROR_INVALID_ARGUMENT,
-            "top_k: a block's k (" + std::to_string(block_k) + ") exceeds k = " + std::to_string(shape.k));
+    require(block_k <= shape.k, KVC_ERROR_INVALID_ARGUMENT, [&] {
+      return "top_k: a block's k (" + std::to_string(block_k) + ") exceeds k = " + std::to_string(shape.k);
+    });
   require(shape.rows_per_block == 0 || (uint64_t(shape.block_stride) >= uint64_t(shape.rows_per_block) * shape.row_stride &&
                                         uint64_t(shape.index_block_stride) >= uint64_t(shape.rows_per_block) * shape.index_stride),
           KVC_ERROR_INVALID_ARGUMENT, "top_k: a block stride is shorter than its rows");

@@ -30,7 +30,9 @@ inline uint32_t group_count_unbounded(uint64_t items, uint32_t group_size) {
 inline uint32_t group_count(uint64_t items, uint32_t group_size) {
   const uint64_t groups = (items + group_size - 1) / group_size;
   // 65535 is the smallest maxComputeWorkGroupCount[0] Vulkan allows.
-  require(groups <= 65535u, KVC_ERROR_CAPACITY, "dispatch of " + std::to_string(groups) + " workgroups exceeds 65535");
+  require(groups <= 65535u, KVC_ERROR_CAPACITY, [&] {
+    return "dispatch of " + std::to_string(groups) + " workgroups exceeds 65535";
+  });
   return static_cast<uint32_t>(groups);
 }
 

@@ -53,11 +53,15 @@ void window_scores_cpu(const WindowScoresShape& shape, const WindowScoresArgs& a
 }
 
 void window_scores(Backend& backend, const WindowScoresShape& shape, const WindowScoresArgs& args) {
-  require(shape.num_slots > shape.window && shape.window >= 1, KVC_ERROR_INVALID_ARGUMENT,
-          "window_scores: " + std::to_string(shape.num_slots) + " slots leave no prefix before a window of " + std::to_string(shape.window));
+  require(shape.num_slots > shape.window && shape.window >= 1, KVC_ERROR_INVALID_ARGUMENT, [&] {
+    return "window_scores: " + std::to_string(shape.num_slots) + " slots leave no prefix before a window of " +
+         std::to_string(shape.window);
+  });
   require(shape.hit_k == 0 || args.hits.tensor != nullptr, KVC_ERROR_INVALID_ARGUMENT, "window_scores: hit_k is set but no hits output is given");
-  require(shape.hit_k <= shape.num_prefix(), KVC_ERROR_INVALID_ARGUMENT,
-          "window_scores: hit_k = " + std::to_string(shape.hit_k) + " exceeds the prefix of " + std::to_string(shape.num_prefix()) + " slots");
+  require(shape.hit_k <= shape.num_prefix(), KVC_ERROR_INVALID_ARGUMENT, [&] {
+    return "window_scores: hit_k = " + std::to_string(shape.hit_k) + " exceeds the prefix of " +
+         std::to_string(shape.num_prefix()) + " slots";
+  });
   if (backend.is_cpu()) window_scores_cpu(shape, args);
   else window_scores_vulkan(backend, shape, args);
 }

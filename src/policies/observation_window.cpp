@@ -157,9 +157,10 @@ void WindowPolicy::end_prefill(Cache& cache) {
     const uint32_t budget = layer_budgets(state.slots_held)[layer];
     if (state.slots_held <= budget) continue;  // the prompt already fits
     const WindowQueries& window = windows_[layer];
-    require(window.observed >= config_.window && window.observed_until == state.tokens_seen, KVC_ERROR_BAD_STATE,
-            "layer " + std::to_string(layer) + ": kvc_attend did not see the queries of the last " + std::to_string(config_.window) +
-                " prompt tokens; attend every prompt token of every layer before kvc_cache_end_prefill");
+    require(window.observed >= config_.window && window.observed_until == state.tokens_seen, KVC_ERROR_BAD_STATE, [&] {
+      return "layer " + std::to_string(layer) + ": kvc_attend did not see the queries of the last " + std::to_string(config_.window) +
+             " prompt tokens; attend every prompt token of every layer before kvc_cache_end_prefill";
+    });
     // The room `capacity` left after this prompt, unless the application asked for less (or more).
     const uint32_t decode_slots = config_.decode_slots == KVC_DECODE_SLOTS_DEFAULT ? capacity_ - state.slots_held : config_.decode_slots;
     selections.push_back({layer, budget, uint32_t(std::min<uint64_t>(capacity_, uint64_t(budget) + decode_slots)), {}});

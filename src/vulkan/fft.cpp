@@ -154,14 +154,18 @@ void FftPlan::record(Recorder& recorder, bool inverse) {
   // The same VkBuffer* every time: VkFFT binds data() at the first append and never again.
   launch.buffer = &impl_->data_handle;
   const VkFFTResult result = VkFFTAppend(&impl_->app, inverse ? 1 : -1, &launch);
-  require(result == VKFFT_SUCCESS, KVC_ERROR_VULKAN, "VkFFTAppend failed (VkFFTResult " + std::to_string(static_cast<int>(result)) + ")");
+  require(result == VKFFT_SUCCESS, KVC_ERROR_VULKAN, [&] {
+    return "VkFFTAppend failed (VkFFTResult " + std::to_string(static_cast<int>(result)) + ")";
+  });
 }
 
 uint32_t chirp_padded_length(uint32_t length, uint32_t span) {
-  require(length >= 1 && length <= (1u << 30), KVC_ERROR_UNSUPPORTED,
-          "a chirp-z transform of " + std::to_string(length) + " points; lengths 1 .. 2^30 are transformed");
-  require(span >= 1 && span <= length, KVC_ERROR_INTERNAL,
-          "a chirp-z span of " + std::to_string(span) + " bins of " + std::to_string(length));
+  require(length >= 1 && length <= (1u << 30), KVC_ERROR_UNSUPPORTED, [&] {
+    return "a chirp-z transform of " + std::to_string(length) + " points; lengths 1 .. 2^30 are transformed";
+  });
+  require(span >= 1 && span <= length, KVC_ERROR_INTERNAL, [&] {
+    return "a chirp-z span of " + std::to_string(span) + " bins of " + std::to_string(length);
+  });
   if (length > 1 && is_power_of_two(length)) return length;
   const uint64_t least = std::max<uint64_t>(2, uint64_t(length) + span - 1);  // VkFFT plans no transform of one point
   uint64_t padded = UINT64_MAX;
@@ -233,9 +237,10 @@ ChirpFilter::ChirpFilter(Device& device, uint32_t length, uint32_t span_first, u
     span_ = length_;
   }
   FftPlan::Impl& impl = *plan.impl_;
-  require(impl.shape.length == padded_length_ && span_first_ < length_, KVC_ERROR_INTERNAL,
-          "the chirp filter of " + std::to_string(length) + " points, bins " + std::to_string(span_first) + " .. + " +
-              std::to_string(span) + ", needs a plan of " + std::to_string(padded_length_) + " and a first bin below the length");
+  require(impl.shape.length == padded_length_ && span_first_ < length_, KVC_ERROR_INTERNAL, [&] {
+    return "the chirp filter of " + std::to_string(length) + " points, bins " + std::to_string(span_first) + " .. + " +
+         std::to_string(span) + ", needs a plan of " + std::to_string(padded_length_) + " and a first bin below the length";
+  });
   const auto start = std::chrono::steady_clock::now();
   const int64_t M = length_, P = padded_length_, S = span_, first = span_first_;
   const size_t span_offset = span_chirp_offset(), chirp_bytes = span_offset + size_t(S) * 8, filter_bytes = direct() ? 0 : size_t(P) * 8;
@@ -273,7 +278,9 @@ ChirpFilter::ChirpFilter(Device& device, uint32_t length, uint32_t span_first, u
     launch.commandBuffer = &once.commands;
     launch.buffer = &impl.data_handle;
     const VkFFTResult result = VkFFTAppend(&impl.app, -1, &launch);
-    require(result == VKFFT_SUCCESS, KVC_ERROR_VULKAN, "VkFFTAppend failed (VkFFTResult " + std::to_string(static_cast<int>(result)) + ")");
+    require(result == VKFFT_SUCCESS, KVC_ERROR_VULKAN, [&] {
+      return "VkFFTAppend failed (VkFFTResult " + std::to_string(static_cast<int>(result)) + ")";
+    });
     once.barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_READ_BIT);
     const VkBufferCopy from_plan{0, 0, filter_bytes};  // sequence 0's spectrum; the plan's other sequences are not read
     vkCmdCopyBuffer(once.commands, impl.data_handle, filter_->handle(), 1, &from_plan);

@@ -199,7 +199,9 @@ void Recorder::dispatch(const KernelSpec& spec, const std::vector<BufferSlice>& 
 
 void Recorder::dispatch(const KernelSpec& spec, const BufferSlice* buffers, size_t count, const void* push, uint32_t groups_x,
                         uint32_t groups_y, uint32_t groups_z) {
-  require(count == spec.descriptor_count(), KVC_ERROR_INTERNAL, spec.shader + ": wrong number of buffers");
+  require(count == spec.descriptor_count(), KVC_ERROR_INTERNAL, [&] {
+    return spec.shader + ": wrong number of buffers";
+  });
   const Pipeline& pipeline = device_.pipelines().get(spec);
   // On the stack for a dispatch's usual few buffers (a batched kernel's arrays may pass them).
   std::array<Access, kInlineBuffers> inline_accesses;
