@@ -178,9 +178,7 @@ std::unique_ptr<Device> Device::create(const DeviceOptions& options) {
   const char* env_coopmat = std::getenv("KVC_COOPERATIVE_MATRIX");
   const bool coopmat_wanted = options.cooperative_matrix && !(env_coopmat && std::strcmp(env_coopmat, "0") == 0);
   CooperativeMatrixSetup coopmat(self->instance_, instance_api, self->physical_device_, coopmat_wanted);
-  coopmat.enable(device_info);
   PipelineStatisticsSetup statistics(self->physical_device_);
-  statistics.add(device_info);
   // Batched decode indexes arrays of storage buffers by the cache (attention_decode_batch);
   // a Vulkan 1.0 feature that NVIDIA, AMD, Intel and lavapipe offer, enabled where offered.
   VkPhysicalDeviceFeatures offered{};
@@ -198,36 +196,44 @@ std::unique_ptr<Device> Device::create(const DeviceOptions& options) {
   // KVC_PUSH_DESCRIPTORS=0 keeps the pool's sets (what a device without the extension gets),
   // so that tests can take that route anywhere.
   const char* env_push = std::getenv("KVC_PUSH_DESCRIPTORS");
-  bool push_descriptors = has_extension(self->physical_device_, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) &&
-                          !(env_push && std::strcmp(env_push, "0") == 0);
+  const bool push_offered = has_extension(self->physical_device_, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) &&
+                            !(env_push && std::strcmp(env_push, "0") == 0);
   std::vector<const char*> device_extensions;
-  const auto add_push_descriptors = [&] {
-    if (!push_descriptors) return;
-    device_extensions.assign(device_info.ppEnabledExtensionNames,
-                             device_info.ppEnabledExtensionNames + device_info.enabledExtensionCount);
-    device_extensions.push_back(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
-    device_info.enabledExtensionCount = static_cast<uint32_t>(device_extensions.size());
-    device_info.ppEnabledExtensionNames = device_extensions.data();
-  };
-  add_push_descriptors();
-  VkResult created = vkCreateDevice(self->physical_device_, &device_info, nullptr, &self->device_);
-  if (created != VK_SUCCESS && self->matrix_path_ == MatrixPath::Cooperative) {
-    // A driver that lists the extension but refuses it still runs the SIMT kernels.
-    self->matrix_path_ = MatrixPath::Simt;
-    self->matrix_path_detail_ = std::string("SIMT: vkCreateDevice refused VK_KHR_cooperative_matrix (") + result_name(created) + ")";
-    self->requires_cooperative_subgroup_size_ = false;
+  const auto create = [&](bool with_coopmat, bool with_push) {
     device_info.pNext = nullptr;
     device_info.enabledExtensionCount = 0;
     device_info.ppEnabledExtensionNames = nullptr;
+    if (with_coopmat) coopmat.enable(device_info);
     statistics.add(device_info);
-    add_push_descriptors();
-    created = vkCreateDevice(self->physical_device_, &device_info, nullptr, &self->device_);
-  }
+    if (with_push) {
+      device_extensions.assign(device_info.ppEnabledExtensionNames,
+                               device_info.ppEnabledExtensionNames + device_info.enabledExtensionCount);
+      device_extensions.push_back(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+      device_info.enabledExtensionCount = static_cast<uint32_t>(device_extensions.size());
+      device_info.ppEnabledExtensionNames = device_extensions.data();
+    }
+    return vkCreateDevice(self->physical_device_, &device_info, nullptr, &self->device_);
+  };
+  // A driver that lists an extension but refuses it still gets a device: without push
+  // descriptors first (dispatches then bind sets from a pool), then without cooperative
+  // matrices (the SIMT kernels), then without either.
+  const bool coopmat_path = self->matrix_path_ == MatrixPath::Cooperative;
+  bool push_descriptors = push_offered;
+  VkResult created = create(coopmat_path, push_descriptors);
   if (created != VK_SUCCESS && push_descriptors) {
-    // A driver that lists it but refuses it still binds sets from a pool.
-    --device_info.enabledExtensionCount;  // the push extension, added last
     push_descriptors = false;
-    created = vkCreateDevice(self->physical_device_, &device_info, nullptr, &self->device_);
+    created = create(coopmat_path, false);
+  }
+  if (created != VK_SUCCESS && coopmat_path) {
+    self->matrix_path_ = MatrixPath::Simt;
+    self->matrix_path_detail_ = std::string("SIMT: vkCreateDevice refused VK_KHR_cooperative_matrix (") + result_name(created) + ")";
+    self->requires_cooperative_subgroup_size_ = false;
+    push_descriptors = push_offered;
+    created = create(false, push_descriptors);
+    if (created != VK_SUCCESS && push_descriptors) {
+      push_descriptors = false;
+      created = create(false, false);
+    }
   }
   check(created, "vkCreateDevice");
   if (push_descriptors) {

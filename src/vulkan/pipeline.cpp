@@ -42,7 +42,11 @@ void Pipeline::build(VkPipelineCache cache) {
   if (pushes) set_info.flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR;
   set_info.bindingCount = spec.num_buffers;
   set_info.pBindings = bindings.data();
-  check(vkCreateDescriptorSetLayout(vk_device, &set_info, nullptr, &set_layout_), "vkCreateDescriptorSetLayout");
+  // Each handle reaches its member only once made: release() destroys what is there, and a
+  // failed vkCreate* leaves its output undefined.
+  VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+  check(vkCreateDescriptorSetLayout(vk_device, &set_info, nullptr, &set_layout), "vkCreateDescriptorSetLayout");
+  set_layout_ = set_layout;
 
   VkPushConstantRange push{VK_SHADER_STAGE_COMPUTE_BIT, 0, spec.push_bytes};
   VkPipelineLayoutCreateInfo layout_info{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
@@ -50,7 +54,9 @@ void Pipeline::build(VkPipelineCache cache) {
   layout_info.pSetLayouts = &set_layout_;
   layout_info.pushConstantRangeCount = spec.push_bytes ? 1 : 0;
   layout_info.pPushConstantRanges = &push;
-  check(vkCreatePipelineLayout(vk_device, &layout_info, nullptr, &layout_), "vkCreatePipelineLayout");
+  VkPipelineLayout layout = VK_NULL_HANDLE;
+  check(vkCreatePipelineLayout(vk_device, &layout_info, nullptr, &layout), "vkCreatePipelineLayout");
+  layout_ = layout;
   if (pushes) {
     // Binding i takes the dispatch's buffers from its first on, in the order dispatch() lists them.
     std::vector<VkDescriptorUpdateTemplateEntry> entries(spec.num_buffers);
@@ -65,7 +71,9 @@ void Pipeline::build(VkPipelineCache cache) {
     template_info.pipelineBindPoint = VK_PIPELINE_BIND_POINT_COMPUTE;
     template_info.pipelineLayout = layout_;
     template_info.set = 0;
-    check(vkCreateDescriptorUpdateTemplate(vk_device, &template_info, nullptr, &push_template_), "vkCreateDescriptorUpdateTemplate");
+    VkDescriptorUpdateTemplate push_template = VK_NULL_HANDLE;
+    check(vkCreateDescriptorUpdateTemplate(vk_device, &template_info, nullptr, &push_template), "vkCreateDescriptorUpdateTemplate");
+    push_template_ = push_template;
   }
 
   const ShaderModuleWords& words = find_shader(spec.shader);
@@ -100,9 +108,11 @@ void Pipeline::build(VkPipelineCache cache) {
   info.layout = layout_;
   if (device.captures_pipeline_statistics()) info.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
   VkResult result = faults::injected(faults::Op::CreatePipeline);
-  if (result == VK_SUCCESS) result = vkCreateComputePipelines(vk_device, cache, 1, &info, nullptr, &pipeline_);
+  VkPipeline pipeline = VK_NULL_HANDLE;
+  if (result == VK_SUCCESS) result = vkCreateComputePipelines(vk_device, cache, 1, &info, nullptr, &pipeline);
   vkDestroyShaderModule(vk_device, module, nullptr);
   check(result, ("vkCreateComputePipelines(" + spec.shader + ")").c_str());
+  pipeline_ = pipeline;
   if (device.captures_pipeline_statistics()) {
     std::string name = spec.shader + " [";
     for (size_t i = 0; i < spec.constants.size(); ++i) name += (i ? " " : "") + std::to_string(spec.constants[i]);

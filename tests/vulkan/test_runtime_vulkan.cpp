@@ -1,5 +1,5 @@
 // The Vulkan runtime: a context over an application's own Vulkan objects, device choice by index,
-// timestamps, pipeline reuse.
+// timestamps, pipeline reuse, pushed descriptors.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -139,6 +139,30 @@ TEST_CASE("timestamps measure GPU time and pipelines are built once per speciali
   shape.num_slots = 1234;  // another length: the same pipelines serve it
   test::AttentionCase::random(shape).run(*gpu, true);
   CHECK(gpu->device().pipelines().size() == pipelines);
+}
+
+TEST_CASE("dispatches push their buffers where the device offers it; KVC_PUSH_DESCRIPTORS=0 takes a pool's sets") {
+  Backend* gpu = test::vulkan_backend();
+  REQUIRE(gpu != nullptr);
+  const auto pushes = [](vk::Device& device) {
+    const vk::KernelSpec copy{"copy", 2, sizeof(uint32_t), {256}};
+    const bool template_made = device.pipelines().get(copy).push_template() != VK_NULL_HANDLE;
+    CHECK(template_made == (device.max_push_descriptors() >= 2));
+    return template_made;
+  };
+  const bool offered = vk::has_extension(gpu->device().physical_device(), VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+  const char* setting = std::getenv("KVC_PUSH_DESCRIPTORS");
+  const bool turned_off = setting && std::strcmp(setting, "0") == 0;  // CI's run on the pool's route
+  CHECK(pushes(gpu->device()) == (offered && !turned_off));
+
+  // A device made with the setting at 0 takes the pool whatever it offers.
+  const std::string previous = setting ? setting : "";
+  setenv("KVC_PUSH_DESCRIPTORS", "0", 1);
+  std::unique_ptr<vk::Device> pool_device = vk::Device::create({});
+  if (setting) setenv("KVC_PUSH_DESCRIPTORS", previous.c_str(), 1);
+  else unsetenv("KVC_PUSH_DESCRIPTORS");
+  CHECK(pool_device->max_push_descriptors() == 0);
+  CHECK_FALSE(pushes(*pool_device));
 }
 
 }  // namespace kvc
