@@ -28,8 +28,12 @@ const char* path_name(EnginePath path) {
   switch (path) {
     case EnginePath::Host: return "host";
     case EnginePath::Device: return "device";
-    default: return "step";
+    case EnginePath::Step: return "step";
+    case EnginePath::Decode: return "decode";
+    case EnginePath::StepChain: return "step_chain";
+    case EnginePath::DecodeChain: return "decode_chain";
   }
+  return "?";
 }
 
 EngineSession::EngineSession(const EngineShape& shape, uint32_t max_tokens) : shape_(shape), max_tokens_(max_tokens) {
@@ -46,6 +50,7 @@ EngineSession::EngineSession(const EngineShape& shape, uint32_t max_tokens) : sh
   kv_ = create_buffer(kv_host_);
   q_ = create_buffer(q_host_);
   out_ = create_buffer(out_host_);
+  chain_out_ = create_buffer(out_host_);
 }
 
 EngineSession::BufferPtr EngineSession::create_buffer(const std::vector<uint16_t>& values) {
@@ -98,8 +103,13 @@ void EngineSession::refill(kvc_cache* cache, uint32_t tokens) {
 }
 
 RunTimes EngineSession::run_step(kvc_cache* cache, EnginePath path, uint32_t n, bool end_prefill) {
-  const kvc_buffer_view kv{kv_.get(), 0}, q{q_.get(), 0}, out{out_.get(), 0}, no_scores{nullptr, 0};
-  const bool step = path == EnginePath::Step;
+  const kvc_buffer_view no_scores{nullptr, 0};
+  const bool step = path != EnginePath::Host && path != EnginePath::Device;
+  const bool chained = path == EnginePath::StepChain || path == EnginePath::DecodeChain;
+  const bool decode = n == 1 && (path == EnginePath::Decode || path == EnginePath::DecodeChain);
+  // A chained layer's K takes the first kv_heads rows of the output before it, V the next.
+  const uint64_t kv_bytes = uint64_t(n) * shape_.kv_heads * shape_.head_dim * sizeof(uint16_t);
+  kvc_buffer* const outs[2] = {out_.get(), chain_out_.get()};
   double gpu_us = 0;
   // Outside a step every call is a submission of its own, waited for: its GPU time is known
   // when it returns.
@@ -113,10 +123,20 @@ RunTimes EngineSession::run_step(kvc_cache* cache, EnginePath path, uint32_t n, 
     if (path == EnginePath::Host) {
       call(kvc_cache_append(cache, layer, n, KVC_DTYPE_F16, kv_host_.data(), kv_host_.data()), "kvc_cache_append");
       call(kvc_attend(cache, layer, n, KVC_DTYPE_F16, q_host_.data(), out_host_.data(), nullptr), "kvc_attend");
-    } else {
-      call(kvc_cache_append_device(cache, layer, n, KVC_DTYPE_F16, kv, kv), "kvc_cache_append_device");
-      call(kvc_attend_device(cache, layer, n, KVC_DTYPE_F16, q, out, no_scores), "kvc_attend_device");
+      continue;
     }
+    const bool from_output = chained && layer > 0;
+    kvc_buffer* const before = outs[(layer + 1) % 2];
+    const kvc_buffer_view k = from_output ? kvc_buffer_view{before, 0} : kvc_buffer_view{kv_.get(), 0};
+    const kvc_buffer_view v = from_output ? kvc_buffer_view{before, kv_bytes} : k;
+    const kvc_buffer_view q = from_output ? kvc_buffer_view{before, 0} : kvc_buffer_view{q_.get(), 0};
+    const kvc_buffer_view out{chained ? outs[layer % 2] : out_.get(), 0};
+    if (decode) {
+      call(kvc_decode_device(cache, layer, KVC_DTYPE_F16, k, v, q, out), "kvc_decode_device");
+      continue;
+    }
+    call(kvc_cache_append_device(cache, layer, n, KVC_DTYPE_F16, k, v), "kvc_cache_append_device");
+    call(kvc_attend_device(cache, layer, n, KVC_DTYPE_F16, q, out, no_scores), "kvc_attend_device");
   }
   if (end_prefill) call(kvc_cache_end_prefill(cache), "kvc_cache_end_prefill");
   if (!step) return {gpu_us, 0.0};

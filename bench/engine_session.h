@@ -16,7 +16,11 @@ namespace kvc::bench {
 //  Host:   kvc_cache_append + kvc_attend with host arrays; every call stages, submits and waits.
 //  Device: kvc_cache_append_device + kvc_attend_device; every call submits and waits.
 //  Step:   the device calls of all layers recorded in one step: one submission, one wait.
-enum class EnginePath { Host, Device, Step };
+//  Decode: the step path, each layer's decode token in one kvc_decode_device.
+//  StepChain, DecodeChain: the two step paths as a model's layers run: layer l + 1's Q, K and V
+//    are read from layer l's output (so each layer's work waits for the layer before, as a
+//    model's does, where the other rows hand every layer its inputs at once).
+enum class EnginePath { Host, Device, Step, Decode, StepChain, DecodeChain };
 const char* path_name(EnginePath path);
 
 struct EngineShape {
@@ -69,7 +73,9 @@ class EngineSession {
   ContextPtr context_{nullptr, kvc_context_destroy};  // declared first: destroyed after the buffers
   // K and V take the same values: what they hold does not change the work.
   std::vector<uint16_t> kv_host_, q_host_, out_host_;
-  BufferPtr kv_{nullptr, kvc_buffer_destroy}, q_{nullptr, kvc_buffer_destroy}, out_{nullptr, kvc_buffer_destroy};
+  // Two outputs, so that a chained layer reads the output of the layer before while it writes.
+  BufferPtr kv_{nullptr, kvc_buffer_destroy}, q_{nullptr, kvc_buffer_destroy}, out_{nullptr, kvc_buffer_destroy},
+      chain_out_{nullptr, kvc_buffer_destroy};
 };
 
 }  // namespace kvc::bench

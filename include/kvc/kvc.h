@@ -579,6 +579,17 @@ KVC_API kvc_status kvc_cache_append_device(kvc_cache* cache, uint32_t layer, uin
 KVC_API kvc_status kvc_attend_device(kvc_cache* cache, uint32_t layer, uint32_t n_queries, kvc_dtype dtype,
                                      kvc_buffer_view q, kvc_buffer_view out, kvc_buffer_view scores);
 
+/* One decode token of `layer`: appends its K and V ([num_kv_heads][head_dim]) and attends its
+ * query ([num_q_heads][head_dim]) into `out`, what kvc_cache_append_device(cache, layer, 1,
+ * dtype, k, v) then kvc_attend_device(cache, layer, 1, dtype, q, out, no scores) do, with the
+ * same results up to f32 summation order. Both calls' checks run before anything changes. On
+ * Vulkan, a cache whose policy's decode is plain attention over the slots it holds (FULL,
+ * FREQKV, SNAPKV, PYRAMIDKV, HITKV, PHITKV) has the token written inside the attention's own
+ * dispatch: a layer's decode records one dispatch and waits at one barrier fewer than the
+ * two calls (docs/benchmarks.md). The other policies record the two calls' work. */
+KVC_API kvc_status kvc_decode_device(kvc_cache* cache, uint32_t layer, kvc_dtype dtype, kvc_buffer_view k, kvc_buffer_view v,
+                                     kvc_buffer_view q, kvc_buffer_view out);
+
 /* The most caches one kvc_attend_batch_device call takes. */
 #define KVC_ATTEND_BATCH_MAX_CACHES 4096u
 

@@ -158,8 +158,13 @@ void rotate_key_chunk(uint row_element, uint lane, uint position, uvec2 turns_of
   }
 }
 
-// Element d of query head `head`, rotated to the query's position (its own slot's, the last
-// of kv head 0) and scaled.
+// The query's position: its own slot's, the last of kv head 0, unless the includer says
+// otherwise (attention_decode_append, whose query's slot is written in the same dispatch).
+#ifndef KVC_DECODE_QUERY_POSITION
+#define KVC_DECODE_QUERY_POSITION(range) uint(KVC_DECODE_POSITIONS[(range).num_slots - 1])
+#endif
+
+// Element d of query head `head`, rotated to the query's position and scaled.
 float query_element(DecodeRange range, uint head, uint d) {
   const uint row = head * HEAD_DIM;
   const float x = KVC_LOAD_ELEMENT(KVC_DECODE_QUERY_WORDS, KV_F16, row + d);
@@ -177,7 +182,7 @@ float query_element(DecodeRange range, uint head, uint d) {
     partner_d = first ? d + half_dims : d - half_dims;
   }
   const float partner = KVC_LOAD_ELEMENT(KVC_DECODE_QUERY_WORDS, KV_F16, row + partner_d);
-  const vec2 cs = rope_cos_sin(uint(KVC_DECODE_POSITIONS[range.num_slots - 1]), turns[pair]);
+  const vec2 cs = rope_cos_sin(KVC_DECODE_QUERY_POSITION(range), turns[pair]);
   return rope_rotate_element(x, partner, cs, first) * range.scale;
 }
 

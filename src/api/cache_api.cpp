@@ -177,6 +177,22 @@ kvc_status kvc_attend_device(kvc_cache* cache, uint32_t layer, uint32_t n_querie
   });
 }
 
+kvc_status kvc_decode_device(kvc_cache* cache, uint32_t layer, kvc_dtype dtype, kvc_buffer_view k, kvc_buffer_view v,
+                             kvc_buffer_view q, kvc_buffer_view out) {
+  return with_cache(cache, [&](kvc::Cache& c) {
+    require_dtype(c, dtype);
+    c.check_decode(layer);
+    const size_t element = kvc::dtype_size(c.config().dtype);
+    const uint64_t token_bytes = kvc::size_product({c.config().token_elements(), element});
+    const uint64_t query_bytes = kvc::size_product({c.config().query_elements(), element});
+    const kvc::View k_view = kvc::api::device_view(*cache->context, k, token_bytes, "k");
+    const kvc::View v_view = kvc::api::device_view(*cache->context, v, token_bytes, "v");
+    const kvc::View q_view = kvc::api::device_view(*cache->context, q, query_bytes, "q");
+    const kvc::View out_view = kvc::api::device_view(*cache->context, out, query_bytes, "out");
+    c.decode_device(layer, k_view, v_view, q_view, out_view);
+  });
+}
+
 kvc_status kvc_attend_batch_device(kvc_context* context, uint32_t n_caches, kvc_cache* const* caches, uint32_t layer,
                                    kvc_dtype dtype, const kvc_buffer_view* q, const kvc_buffer_view* out,
                                    const kvc_buffer_view* scores) {

@@ -8,6 +8,7 @@
 
 #include "common/finite_check.h"
 #include "ops/attention.h"
+#include "ops/decode_append.h"
 
 namespace kvc {
 namespace {
@@ -129,6 +130,15 @@ void Cache::check_attend(uint32_t layer_index, uint32_t n_queries, bool with_sco
   require(n_queries <= layer.last_append, KVC_ERROR_BAD_STATE,
           [&] { return std::to_string(n_queries) + " queries, but the last append of layer " + std::to_string(layer_index) + " held " +
               std::to_string(layer.last_append) + " tokens: queries are the newest appended tokens"; });
+  check_queries(layer_index, n_queries, with_scores);
+}
+
+void Cache::check_decode(uint32_t layer_index) const {
+  check_append(layer_index, 1);
+  check_queries(layer_index, 1, false);
+}
+
+void Cache::check_queries(uint32_t layer_index, uint32_t n_queries, bool with_scores) const {
   // Q and the output are bound whole; a prefill chunk of many queries may pass that limit
   // where its K and V (fewer heads) did not.
   require_within(size_product({n_queries, config_.num_q_heads, config_.head_dim, dtype_size(config_.dtype)}), backend_.tensor_limit(),
@@ -250,6 +260,18 @@ void Cache::attend_device(uint32_t layer_index, uint32_t n_queries, View q, View
   backend_.submit();
 }
 
+void Cache::decode_device(uint32_t layer_index, View k, View v, View q, View out) {
+  begin_change();
+  const std::vector<ops::AppendEntry> rows = plan_append(layer_index, 1, k, v);
+  const bool inside = policy_->appends_inside_decode() && rows.size() == 1 && rows[0].shape.first_slot == layers_[layer_index].slots_held;
+  if (!inside)
+    for (const ops::AppendEntry& row : rows) ops::append_rows(backend_, row.shape, row.args);
+  finish_append(layer_index, 1, rows);
+  const StepScores policy_scores = record_attention(layer_index, 1, q, out, View{}, inside ? rows.data() : nullptr);
+  finish_attend(layer_index, 1, q, policy_scores);
+  backend_.submit();
+}
+
 bool Cache::batchable(View scores) const {
   return !scores && !policy_->attends_itself() && !policy_->needs_scores();
 }
@@ -270,15 +292,16 @@ void Cache::record_decode(uint32_t layer_index, View q, View out, View scores) {
   finish_attend(layer_index, 1, q, policy_scores);
 }
 
-StepScores Cache::record_attention(uint32_t layer_index, uint32_t n_queries, View q, View out, View scores) {
+StepScores Cache::record_attention(uint32_t layer_index, uint32_t n_queries, View q, View out, View scores, const ops::AppendEntry* token) {
   policy_->settle(*this, layer_index);
   LayerState& layer = layers_[layer_index];
   StepScores step{scores};
   if (!scores && policy_->needs_scores() && !(n_queries == 1 && policy_->takes_decode_logits()))
     step.probabilities = view(ensure(attend_scores_, backend_, size_t(config_.num_kv_heads) * layer.slots_held * sizeof(float)));
-  if (!policy_->record_attention(*this, layer_index, n_queries, q, out, step))
-    ops::attention(backend_, attention_shape(layer_index, n_queries),
-                   {q, view(*layer.k), view(*layer.v), view(*layer.positions), turn_table(), out, step.probabilities});
+  const ops::AttentionArgs args{q, view(*layer.k), view(*layer.v), view(*layer.positions), turn_table(), out, step.probabilities};
+  if (token) ops::decode_append(backend_, attention_shape(layer_index, n_queries), args, *token);  // appends_inside_decode
+  else if (!policy_->record_attention(*this, layer_index, n_queries, q, out, step))
+    ops::attention(backend_, attention_shape(layer_index, n_queries), args);
   layer.last_queries = n_queries;
   return step;
 }

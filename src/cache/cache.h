@@ -52,6 +52,12 @@ class Cache : public Participant, public StepEndWork {
   // first, and then checked the views' extent, which needs the sizes those checks bound.
   void append_device(uint32_t layer, uint32_t n_tokens, View k, View v);
   void attend_device(uint32_t layer, uint32_t n_queries, View q, View out, View scores);
+  // One decode token (kvc_decode_device): append_device of its K and V, then attend_device of
+  // its query without scores, in one operation; the token is written by the attention's own
+  // work where the policy allows it (Policy::appends_inside_decode). The caller ran
+  // check_decode, then checked the views' extent.
+  void check_decode(uint32_t layer) const;
+  void decode_device(uint32_t layer, View k, View v, View q, View out);
   // Batched decode (cache/attend_batch.h), inside an operation the caller began: the cache
   // joins it (enlist), then either its decode runs in the batch's kernel (batchable: the
   // policy's attention is the plain op and it needs no scores) and finish_batched_decode does
@@ -116,13 +122,15 @@ class Cache : public Participant, public StepEndWork {
   // backend_.begin(), joining the operation (or step) as a participant.
   void begin_change();
   void check_layer(uint32_t layer) const;
+  // check_attend's checks of the queries themselves and the policy's, not of the last append.
+  void check_queries(uint32_t layer, uint32_t n_queries, bool with_scores) const;
   // Records the scatter of a chunk into `layer` and its bookkeeping (plan_append, the rows,
   // finish_append).
   void record_append(uint32_t layer, uint32_t n_tokens, View k, View v);
   // Records attention; returns the scores the policy reads: `scores`, or when the policy needs
   // them and the caller asked for none the cache's own probabilities (none for a decode step of
   // a policy that keeps the decode's logits itself: Policy::takes_decode_logits).
-  StepScores record_attention(uint32_t layer, uint32_t n_queries, View q, View out, View scores);
+  StepScores record_attention(uint32_t layer, uint32_t n_queries, View q, View out, View scores, const ops::AppendEntry* token = nullptr);
   // The policy's part of an attend, recorded after attention and any read-back of its scores.
   void finish_attend(uint32_t layer, uint32_t n_queries, View q, const StepScores& scores);
 

@@ -147,6 +147,12 @@ void record_decode_partials(Backend& backend, const AttentionShape& shape, const
       &push, num_splits, shape.num_kv_heads, blocks.head_blocks);
 }
 
+void record_decode_merge(Backend& backend, const AttentionShape& shape, View partials, uint32_t partials_per_head, View out, View lse) {
+  const MergePush merge{partials_per_head};
+  backend.recorder().dispatch({"attention_merge", 3, sizeof(MergePush), {kMergeWorkgroup, shape.head_dim, shape.dtype == Dtype::F16}},
+                              {slice(partials), slice(out), slice(lse)}, &merge, shape.num_q_heads, 1, merge_dim_blocks(shape.head_dim));
+}
+
 DecodeSplits record_decode_splits(Backend& backend, const AttentionShape& shape, const AttentionArgs& args) {
   const uint32_t num_splits = decode_splits(shape);
   Tensor& partials = backend.scratch(ScratchId::AttentionPartials, size_t(shape.num_q_heads) * num_splits * (shape.head_dim + 2) * 4);
@@ -190,10 +196,7 @@ void attention_vulkan(Backend& backend, const AttentionShape& shape, const Atten
   if (decode) {
     const DecodeSplits splits = record_decode_splits(backend, shape, args);
     const View lse_out = args.lse ? args.lse : view(lse);
-    const MergePush merge{splits.num_splits};
-    recorder.dispatch({"attention_merge", 3, sizeof(MergePush), {kMergeWorkgroup, dim, f16}},
-                      {slice(splits.partials), slice(args.out), slice(lse_out)}, &merge, shape.num_q_heads, 1,
-                      merge_dim_blocks(dim));
+    record_decode_merge(backend, shape, splits.partials, splits.num_splits, args.out, lse_out);
     if (args.scores) {
       const DecodeScoresPush scores_push{shape.num_slots, group};
       recorder.dispatch({"decode_scores", 3, sizeof(DecodeScoresPush), {kScoresWorkgroup}},

@@ -79,4 +79,8 @@ uint32_t decode_splits(const AttentionShape& shape);
 void record_decode_partials(Backend& backend, const AttentionShape& shape, const AttentionArgs& args, uint32_t num_splits,
                             View partials, uint32_t partials_per_head, View logits);
 
+// attention_merge: each query head's partials_per_head partial rows of `partials` into its
+// output row and log-sum-exp.
+void record_decode_merge(Backend& backend, const AttentionShape& shape, View partials, uint32_t partials_per_head, View out, View lse);
+
 }  // namespace kvc::ops

@@ -29,6 +29,7 @@ class FreqKvPolicy : public Policy {
   // Compresses `layer` when it holds the whole window: the last token that filled it has
   // attended to the uncompressed cache (section 3.4), the next one sees the compressed one.
   void after_attend(Cache& cache, uint32_t layer, const StepScores& scores) override;
+  bool appends_inside_decode() const override { return true; }
 
   // Records one compression of `states` (one layer's K or V, [num_kv_heads][slot_stride]
   // [head_dim], the window full) on the backend allocate_device_state was given: slots

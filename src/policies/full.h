@@ -13,6 +13,7 @@ class FullPolicy : public Policy {
   std::unique_ptr<Policy> clone() const override { return std::make_unique<FullPolicy>(*this); }
   int32_t position_for_slot(const Cache& cache, uint32_t layer, uint32_t slot, uint64_t token_index) const override;
   bool keeps_positions() const override { return true; }
+  bool appends_inside_decode() const override { return true; }
 
  private:
   uint32_t capacity_;

@@ -47,6 +47,7 @@ class WindowPolicy : public Policy {
   void allocate_device_state(Backend& backend) override;
   void observe_queries(Cache& cache, uint32_t layer, View q, uint32_t n_queries) override;
   void end_prefill(Cache& cache) override;
+  bool appends_inside_decode() const override { return true; }
   size_t device_bytes_held() const override;
 
   // Tokens each layer keeps for a prompt of `slots_held` tokens (PyramidKV's depend on it).

@@ -78,6 +78,11 @@ class Policy {
   // Whether record_attention computes attention other than over the slots held: such a cache
   // attends on its own in a batched decode (kvc_attend_batch_device) too.
   virtual bool attends_itself() const { return false; }
+  // Whether a decode token's append may be written by its attention's own work
+  // (kvc_decode_device, ops/decode_append.h): its appends land after the slots held and record
+  // nothing else, appended() records nothing, and record_attention leaves one query to the
+  // plain op (its work after the attention may read the token).
+  virtual bool appends_inside_decode() const { return false; }
 
   // Slots kvc_cache_read returns for `layer`: by default those held.
   virtual uint32_t read_slots(const Cache& cache, uint32_t layer) const;

@@ -293,6 +293,9 @@ bool Recorder::wait(uint64_t timeout_ns) {
   VkResult result = faults::injected(faults::Op::WaitForFences);
   if (result == VK_SUCCESS) result = vkWaitForFences(device_.device(), 1, &fence_, VK_TRUE, timeout_ns);
   if (result == VK_TIMEOUT) return false;
+  // A failed wait fails the step: its host outputs are not written, then or by a later wait
+  // (kvc.h writes them only where kvc_step_wait returns KVC_OK), since the caller may free them.
+  if (result != VK_SUCCESS) readbacks_.clear();
   check(result, "vkWaitForFences");
   in_flight_ = false;
   for (const Readback& readback : readbacks_)

@@ -19,7 +19,7 @@ TEST_CASE("engine path on the CPU: buffers move exact bytes at any offset, in an
   test::check_buffer_round_trip(context.get());
 }
 
-TEST_CASE("engine path on the CPU: the device and one-step paths equal the host path exactly, every policy") {
+TEST_CASE("engine path on the CPU: the device, one-step and decode paths equal the host path exactly, every policy") {
   test::ContextPtr context = test::make_context(KVC_BACKEND_CPU);
   const std::vector<test::PolicyCase> cases = test::policy_cases();
   for (kvc_dtype dtype : {KVC_DTYPE_F32, KVC_DTYPE_F16})
@@ -28,8 +28,9 @@ TEST_CASE("engine path on the CPU: the device and one-step paths equal the host 
       const kvc_cache_desc desc = c.desc(dtype);
       test::CacheFeed host(context.get(), desc, test::FeedPath::Host, c.largest_chunk()),
           device(context.get(), desc, test::FeedPath::Device, c.largest_chunk()),
-          stepped(context.get(), desc, test::FeedPath::OneStep, c.largest_chunk());
-      const std::vector<test::CacheFeed*> feeds = {&host, &device, &stepped};
+          stepped(context.get(), desc, test::FeedPath::OneStep, c.largest_chunk()),
+          decoded(context.get(), desc, test::FeedPath::Decode, c.largest_chunk());
+      const std::vector<test::CacheFeed*> feeds = {&host, &device, &stepped, &decoded};
       const auto snapshots = test::feed_stream(c, desc, feeds, [&](const test::ChunkReport&, const std::vector<test::CacheFeed*>& fed) {
         test::check_identical_results(desc, fed, 0);
       });
@@ -161,6 +162,19 @@ TEST_CASE("engine path on the CPU: misuse of buffers and views is refused with i
        [&] { return kvc_attend_device(cache.get(), 0, 5, desc.dtype, at(0), at(0), none); }},
       {"attend on a layer never appended", KVC_ERROR_BAD_STATE,
        [&] { return kvc_attend_device(cache.get(), 1, four, desc.dtype, q, out, none); }},
+      // kvc_decode_device: one token's K and V, one query; each view checked, and the layer.
+      {"decode: k without a buffer", KVC_ERROR_NULL_POINTER, [&] { return kvc_decode_device(cache.get(), 0, desc.dtype, none, v, q, out); }},
+      {"decode: out without a buffer", KVC_ERROR_NULL_POINTER, [&] { return kvc_decode_device(cache.get(), 0, desc.dtype, k, v, q, none); }},
+      {"decode: v of another context", KVC_ERROR_INVALID_ARGUMENT,
+       [&] { return kvc_decode_device(cache.get(), 0, desc.dtype, k, of_other(v), q, out); }},
+      {"decode: q of another context", KVC_ERROR_INVALID_ARGUMENT,
+       [&] { return kvc_decode_device(cache.get(), 0, desc.dtype, k, v, of_other(q), out); }},
+      {"decode: k past the end", KVC_ERROR_BUFFER_TOO_SMALL,
+       [&] { return kvc_decode_device(cache.get(), 0, desc.dtype, past_end(kv_bytes / 4), v, q, out); }},
+      {"decode: out past the end", KVC_ERROR_BUFFER_TOO_SMALL,
+       [&] { return kvc_decode_device(cache.get(), 0, desc.dtype, k, v, q, past_end(q_bytes / 4)); }},
+      {"decode: f16", KVC_ERROR_DTYPE_MISMATCH, [&] { return kvc_decode_device(cache.get(), 0, KVC_DTYPE_F16, k, v, q, out); }},
+      {"decode: layer 2 of 2", KVC_ERROR_OUT_OF_RANGE, [&] { return kvc_decode_device(cache.get(), 2, desc.dtype, k, v, q, out); }},
       {"a write past the end", KVC_ERROR_BUFFER_TOO_SMALL, [&] { return kvc_buffer_write(buffer.get(), bytes - 2, 3, in.k.data()); }},
       {"a write without source", KVC_ERROR_NULL_POINTER, [&] { return kvc_buffer_write(buffer.get(), 0, 3, nullptr); }},
       {"a size without destination", KVC_ERROR_NULL_POINTER, [&] { return kvc_buffer_size(buffer.get(), nullptr); }},
@@ -191,6 +205,7 @@ TEST_CASE("engine path on the CPU: misuse of buffers and views is refused with i
   CHECK(kvc_buffer_read(nullptr, 0, 1, host_out.data()) == KVC_ERROR_NULL_POINTER);
   CHECK(kvc_cache_append_device(nullptr, 0, 1, desc.dtype, k, v) == KVC_ERROR_NULL_POINTER);
   CHECK(kvc_attend_device(nullptr, 0, 1, desc.dtype, q, out, none) == KVC_ERROR_NULL_POINTER);
+  CHECK(kvc_decode_device(nullptr, 0, desc.dtype, k, v, q, out) == KVC_ERROR_NULL_POINTER);
   CHECK(kvc_step_begin(nullptr) == KVC_ERROR_NULL_POINTER);
   CHECK(kvc_step_begin_commands(nullptr, &size) == KVC_ERROR_NULL_POINTER);
   CHECK(kvc_step_end(nullptr) == KVC_ERROR_NULL_POINTER);

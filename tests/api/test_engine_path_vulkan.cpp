@@ -133,6 +133,35 @@ TEST_CASE("engine path on Vulkan: the host, device and one-step paths of every p
     }
 }
 
+TEST_CASE("engine path on Vulkan: kvc_decode_device's decode tokens agree with append then attend, every policy") {
+  // Where the policy takes the token inside its attention (FULL, FREQKV, the window policies)
+  // the outputs differ by f32 summation order (the token is a partial of its own) and the
+  // caches not at all; the other policies record the two calls' work, bit for bit.
+  test::ContextPtr gpu = test::make_context(KVC_BACKEND_VULKAN);
+  REQUIRE(gpu);
+  for (kvc_dtype dtype : {KVC_DTYPE_F32, KVC_DTYPE_F16})
+    for (const test::PolicyCase& c : test::policy_cases()) {
+      INFO(c.name, " ", std::string(dtype_name(static_cast<Dtype>(dtype))));
+      const bool inside = c.policy == KVC_POLICY_FULL || c.policy == KVC_POLICY_FREQKV || test::is_window_policy(c.policy);
+      const kvc_cache_desc desc = c.desc(dtype);
+      test::CacheFeed stepped(gpu.get(), desc, test::FeedPath::OneStep, c.largest_chunk()),
+          decoded(gpu.get(), desc, test::FeedPath::Decode, c.largest_chunk());
+      const auto snapshots = test::feed_stream(c, desc, {&stepped, &decoded}, [&](const test::ChunkReport&, const std::vector<test::CacheFeed*>& fed) {
+        if (!inside) return test::check_identical_results(desc, fed, 0);
+        for (uint32_t layer = 0; layer < desc.num_layers; ++layer) {
+          INFO("layer ", layer);
+          const test::LayerResult &got = fed[1]->results()[layer], &expected = fed[0]->results()[layer];
+          CHECK(got.scores == expected.scores);
+          const Dtype storage = static_cast<Dtype>(desc.dtype);
+          CHECK(test::relative_max_error(test::decode(got.out, storage), test::decode(expected.out, storage)) < output_tolerance(desc.dtype));
+        }
+      });
+      for (uint32_t layer = 0; layer < desc.num_layers; ++layer) CHECK(snapshots[1][layer] == snapshots[0][layer]);
+      CHECK(test::cache_stats(decoded.cache()).compressions == test::cache_stats(stepped.cache()).compressions);
+    }
+  CHECK(test::context_info(gpu.get()).validation_messages == 0);
+}
+
 TEST_CASE("engine path on Vulkan: buffers, aligned views only, refused calls inside a step, a buffer destroyed inside one") {
   test::ContextPtr context = test::make_context(KVC_BACKEND_VULKAN);
   REQUIRE(context);
