@@ -59,6 +59,39 @@ def test_device_steps_match_host_calls(context, rng, policy):
         assert device_cache.stats == host_cache.stats
 
 
+@pytest.mark.parametrize("policy", [kvc.Policy.FULL, kvc.Policy.H2O], ids=lambda p: p.name)
+def test_decode_device_matches_append_then_attend(context, rng, policy):
+    """decode_device (FULL: the token written inside the attention on Vulkan; H2O: the two calls'
+    work) gives what append_device then attend_device give, and leaves the same cache."""
+    alignment = context.info.buffer_offset_alignment
+    with _new_cache(context, policy) as decoded, _new_cache(context, policy) as twin, \
+            context.buffer(4 * _aligned(Q_HEADS * HEAD_DIM * 4, alignment)) as buffer:
+        places = [i * _aligned(Q_HEADS * HEAD_DIM * 4, alignment) for i in range(4)]  # k, v, q, out
+        k, q, out = buffer.view(places[0]), buffer.view(places[2]), buffer.view(places[3])
+        for layer in range(LAYERS):
+            prompt = rng.standard_normal((20, KV_HEADS, HEAD_DIM)).astype(np.float32)
+            for cache in (decoded, twin):
+                cache.append(layer, prompt, prompt)
+        for _ in range(3):
+            for layer in range(LAYERS):
+                buffer.write(places[0], rng.standard_normal((KV_HEADS, HEAD_DIM)).astype(np.float32))
+                buffer.write(places[1], rng.standard_normal((KV_HEADS, HEAD_DIM)).astype(np.float32))
+                buffer.write(places[2], rng.standard_normal((Q_HEADS, HEAD_DIM)).astype(np.float32))
+                twin.append_device(layer, 1, k, buffer.view(places[1]))
+                twin.attend_device(layer, 1, q, out)
+                expected = np.empty((Q_HEADS, HEAD_DIM), np.float32)
+                buffer.read(places[3], expected)
+                decoded.decode_device(layer, k, buffer.view(places[1]), q, out)
+                got = np.empty((Q_HEADS, HEAD_DIM), np.float32)
+                buffer.read(places[3], got)
+                # The fused route sums the token as a split of its own: f32 summation order.
+                np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+        assert decoded.stats == twin.stats
+        for layer in range(LAYERS):
+            for got_part, want_part in zip(decoded.read(layer), twin.read(layer)):
+                np.testing.assert_array_equal(got_part, want_part)
+
+
 def test_batch_append_matches_each_cache_alone(context, rng):
     """append_batch_device over FULL and H2O caches of different lengths, in chunks of 3 and 1
     tokens, leaves each cache as its twin fed by append_device, bit for bit; a refused call

@@ -675,6 +675,12 @@ class Cache(_Owned):
         self.context._call("kvc_attend_device", self.handle, layer, n_queries, self.dtype, q._to_c(), out._to_c(),
                            scores._to_c() if scores is not None else _NO_VIEW)
 
+    def decode_device(self, layer: int, k: BufferView, v: BufferView, q: BufferView, out: BufferView) -> None:
+        """kvc_decode_device: one decode token's K and V appended and its query attended, in one
+        call (append_device, then attend_device without scores); FULL, FreqKV and the window
+        policies write the token inside the attention's own work on Vulkan."""
+        self.context._call("kvc_decode_device", self.handle, layer, self.dtype, k._to_c(), v._to_c(), q._to_c(), out._to_c())
+
     def layer_slots(self, layer: int) -> int:
         """kvc_cache_layer_slots: slots `layer` holds now."""
         slots = ctypes.c_uint32()

@@ -121,6 +121,7 @@ _SIGNATURES = {
     "kvc_buffer_read": (status_t, [c_void_p, c_uint64, c_uint64, c_void_p]),
     "kvc_cache_append_device": (status_t, [c_void_p, c_uint32, c_uint32, c_int, buffer_view, buffer_view]),
     "kvc_attend_device": (status_t, [c_void_p, c_uint32, c_uint32, c_int, buffer_view, buffer_view, buffer_view]),
+    "kvc_decode_device": (status_t, [c_void_p, c_uint32, c_int, buffer_view, buffer_view, buffer_view, buffer_view]),
     "kvc_attend_batch_device": (status_t, [c_void_p, c_uint32, POINTER(c_void_p), c_uint32, c_int, POINTER(buffer_view),
                                            POINTER(buffer_view), POINTER(buffer_view)]),
     "kvc_cache_append_batch_device": (status_t, [c_void_p, c_uint32, POINTER(c_void_p), c_uint32, c_uint32, c_int,

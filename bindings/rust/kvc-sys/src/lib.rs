@@ -261,6 +261,8 @@ extern "C" {
                                    k: kvc_buffer_view, v: kvc_buffer_view) -> kvc_status;
     pub fn kvc_attend_device(cache: *mut kvc_cache, layer: u32, n_queries: u32, dtype: kvc_dtype, q: kvc_buffer_view,
                              out: kvc_buffer_view, scores: kvc_buffer_view) -> kvc_status;
+    pub fn kvc_decode_device(cache: *mut kvc_cache, layer: u32, dtype: kvc_dtype, k: kvc_buffer_view, v: kvc_buffer_view,
+                             q: kvc_buffer_view, out: kvc_buffer_view) -> kvc_status;
     pub fn kvc_attend_batch_device(context: *mut kvc_context, n_caches: u32, caches: *const *mut kvc_cache, layer: u32,
                                    dtype: kvc_dtype, q: *const kvc_buffer_view, out: *const kvc_buffer_view,
                                    scores: *const kvc_buffer_view) -> kvc_status;

@@ -970,6 +970,17 @@ impl<'c> Cache<'c> {
                                    scores)
         })
     }
+
+    /// `kvc_decode_device`: one decode token's K and V appended and its query attended in one
+    /// call, as [`Cache::append_device`] of 1 token then [`Cache::attend_device`] without scores;
+    /// FULL, FreqKV and the window policies write the token inside the attention's own work on
+    /// Vulkan.
+    pub fn decode_device(&mut self, layer: u32, k: BufferView<'_>, v: BufferView<'_>, q: BufferView<'_>, out: BufferView<'_>)
+                         -> Result<()> {
+        self.context.check(unsafe {
+            sys::kvc_decode_device(self.raw.as_ptr(), layer, raw_dtype(self.desc.dtype), k.raw, v.raw, q.raw, out.raw)
+        })
+    }
 }
 
 impl Drop for Cache<'_> {
