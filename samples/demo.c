@@ -140,8 +140,12 @@ static double run_policy(kvc_context* reference, const demo_policy* p, kvc_rope_
       CHECK_OK(kvc_buffer_write(k_dev, k_at.offset, kv_count * sizeof(float), k + layer * kv_count));
       CHECK_OK(kvc_buffer_write(v_dev, v_at.offset, kv_count * sizeof(float), v + layer * kv_count));
       CHECK_OK(kvc_buffer_write(q_dev, q_at.offset, q_count * sizeof(float), q + layer * q_count));
-      CHECK_OK(kvc_cache_append_device(cache, layer, n, KVC_DTYPE_F32, k_at, v_at));
-      CHECK_OK(kvc_attend_device(cache, layer, n, KVC_DTYPE_F32, q_at, out_at, no_scores));
+      if (n == 1) { /* a decode token: its append and attention in one call */
+        CHECK_OK(kvc_decode_device(cache, layer, KVC_DTYPE_F32, k_at, v_at, q_at, out_at));
+      } else {
+        CHECK_OK(kvc_cache_append_device(cache, layer, n, KVC_DTYPE_F32, k_at, v_at));
+        CHECK_OK(kvc_attend_device(cache, layer, n, KVC_DTYPE_F32, q_at, out_at, no_scores));
+      }
       CHECK_OK(kvc_buffer_read(out_dev, out_at.offset, q_count * sizeof(float), out + layer * q_count));
     }
     if (done + n == PREFILL && p->ends_prefill) CHECK_OK(kvc_cache_end_prefill(cache));
