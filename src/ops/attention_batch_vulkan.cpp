@@ -34,7 +34,8 @@ struct DispatchGroup {
 // Appends the group's table (attention_decode_batch's layout) to `table`: per cache its slots,
 // slot stride, splits and first partial row, then per split its cache and the cache's split.
 // Splits go to caches in proportion to their tiles, about kDecodeTargetGroups workgroups in
-// all as for one cache, at least one per cache and at most one per tile (so none is empty).
+// all as for one cache, and a cache's share split as one cache's budget is (decode_split_count:
+// at least one split, none empty).
 void plan_group(const std::vector<DecodeEntry>& entries, uint32_t caches_per_dispatch, DispatchGroup& group,
                 std::vector<uint32_t>& table) {
   const AttentionShape& shape = entries[group.entries.front()].shape;
@@ -48,7 +49,7 @@ void plan_group(const std::vector<DecodeEntry>& entries, uint32_t caches_per_dis
   for (uint32_t cache = 0; cache < group.entries.size(); ++cache) {
     const AttentionShape& cache_shape = entries[group.entries[cache]].shape;
     const uint32_t tiles = decode_tiles(cache_shape, blocks);
-    const uint32_t splits = static_cast<uint32_t>(std::min<uint64_t>(tiles, std::max<uint64_t>(1, budget * tiles / group_tiles)));
+    const uint32_t splits = decode_split_count(tiles, static_cast<uint32_t>(std::max<uint64_t>(1, budget * tiles / group_tiles)));
     uint32_t* record = &table[group.table_base + kCacheFields * cache];
     record[0] = cache_shape.num_slots;
     record[1] = cache_shape.slot_stride;

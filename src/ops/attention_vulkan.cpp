@@ -129,7 +129,7 @@ bool attention_on_cooperative_matrices(Backend& backend, const AttentionShape& s
 
 uint32_t decode_splits(const AttentionShape& shape) {
   const DecodeBlocks blocks = decode_blocks(shape);
-  return std::min(decode_tiles(shape, blocks), decode_split_budget(shape, blocks));
+  return decode_split_count(decode_tiles(shape, blocks), decode_split_budget(shape, blocks));
 }
 
 void record_decode_partials(Backend& backend, const AttentionShape& shape, const AttentionArgs& args, uint32_t num_splits,
