@@ -109,6 +109,8 @@ RunTimes EngineSession::run_step(kvc_cache* cache, EnginePath path, uint32_t n, 
   const bool decode = n == 1 && (path == EnginePath::Decode || path == EnginePath::DecodeChain);
   // A chained layer's K takes the first kv_heads rows of the output before it, V the next.
   const uint64_t kv_bytes = uint64_t(n) * shape_.kv_heads * shape_.head_dim * sizeof(uint16_t);
+  require(!chained || 2 * kv_bytes <= out_host_.size() * sizeof(uint16_t), KVC_ERROR_INVALID_ARGUMENT,
+          "run_step: a chained layer's K and V do not fit the output of the layer before");
   kvc_buffer* const outs[2] = {out_.get(), chain_out_.get()};
   double gpu_us = 0;
   // Outside a step every call is a submission of its own, waited for: its GPU time is known

@@ -204,8 +204,9 @@ void add_decode_rows(EngineSession& session, const EngineSizes& sizes, const Row
       // FAEDKV's and FOURIER's issues set their targets at 32K.
       const bool at_32k_only = policy.policy == KVC_POLICY_FAEDKV || policy.policy == KVC_POLICY_FOURIER;
       if (at_32k_only && length != sizes.decode_lengths[sizes.decode_lengths.size() / 2]) continue;
-      // The decode paths where the policy takes the token inside its attention; the chained step
-      // (a model's order) everywhere.
+      // The decode paths where the policy takes the token inside its attention (FULL and FreqKV
+      // here; the window policies too, which have prefill rows only); the chained step (a
+      // model's order) everywhere.
       const bool inside = policy.policy == KVC_POLICY_FULL || policy.policy == KVC_POLICY_FREQKV;
       std::vector<EnginePath> paths(std::begin(kPaths), std::end(kPaths));
       paths.push_back(EnginePath::StepChain);

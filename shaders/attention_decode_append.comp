@@ -49,24 +49,20 @@ layout(push_constant) uniform Push {
 #include "decode_split.glsl"
 
 const uint ROW_WORDS = KV_F16 ? HEAD_DIM / 2 : HEAD_DIM;
-const uint WORD_ELEMENTS = KV_F16 ? 2 : 1;
 
 // Element d of the token's key for `kv_head`, rotated to its position where `rotate`: as
-// append_rows stores it (`as_stored`: the exact polynomial, then rounded to the cache dtype) or
+// append_rows stores it (`as_stored`: rope_stored_element, then rounded to the cache dtype) or
 // as the splits rotate a key they read (key_cos_sin, kept in f32).
 float token_key_element(uint kv_head, uint d, bool rotate, bool as_stored) {
   const uint row = kv_head * HEAD_DIM;
   const float x = KVC_LOAD_ELEMENT(token_k_words, KV_F16, row + d);
   if (!rotate || d >= ROTARY_DIMS) return x;
-  const uint half_dims = ROTARY_DIMS / 2;
-  const bool first = ROPE_STYLE == 2 ? (d & 1u) == 0 : d < half_dims;
-  const uint pair = ROPE_STYLE == 2 ? d / 2 : (first ? d : d - half_dims);
-  const uint partner_d = ROPE_STYLE == 2 ? d ^ 1u : (first ? d + half_dims : d - half_dims);
-  const float partner = KVC_LOAD_ELEMENT(token_k_words, KV_F16, row + partner_d);
+  const RopeDim at = rope_dim(d);
+  const float partner = KVC_LOAD_ELEMENT(token_k_words, KV_F16, row + at.partner);
   const uint position = uint(push.token_position);
-  const vec2 cs = as_stored ? rope_cos_sin(position, turns[pair]) : key_cos_sin(position, turns[pair]);
-  const float rotated = rope_rotate_element(x, partner, cs, first);
-  return KV_F16 && as_stored ? unpackHalf2x16(packHalf2x16(vec2(rotated))).x : rotated;
+  if (!as_stored) return rope_rotate_element(x, partner, key_cos_sin(position, turns[at.pair]), at.first);
+  const float stored = rope_stored_element(x, partner, position, turns[at.pair], at.first);
+  return KV_F16 ? unpackHalf2x16(packHalf2x16(vec2(stored))).x : stored;
 }
 
 // The token's workgroup: its rows into the cache, then its partial per query head of the block.

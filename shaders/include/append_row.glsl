@@ -36,12 +36,9 @@ float rotated_key_element(uint row_word, uint d, uint position) {
   const uint row_element = row_word * WORD_ELEMENTS;
   const float x = KVC_LOAD_ELEMENT(KVC_APPEND_K_WORDS, KV_F16, row_element + d);
   if (d >= ROTARY_DIMS) return x;
-  const uint half_dims = ROTARY_DIMS / 2;
-  const bool first = ROPE_STYLE == 2 ? (d & 1u) == 0 : d < half_dims;
-  const uint pair = ROPE_STYLE == 2 ? d / 2 : (first ? d : d - half_dims);
-  const uint partner_d = ROPE_STYLE == 2 ? d ^ 1u : (first ? d + half_dims : d - half_dims);
-  const float partner = KVC_LOAD_ELEMENT(KVC_APPEND_K_WORDS, KV_F16, row_element + partner_d);
-  return rope_rotate_element(x, partner, rope_cos_sin(position, turns[pair]), first);
+  const RopeDim at = rope_dim(d);
+  const float partner = KVC_LOAD_ELEMENT(KVC_APPEND_K_WORDS, KV_F16, row_element + at.partner);
+  return rope_stored_element(x, partner, position, turns[at.pair], at.first);
 }
 
 uint key_word(bool rotate_keys, uint row_word, uint word, uint position) {

@@ -169,21 +169,10 @@ float query_element(DecodeRange range, uint head, uint d) {
   const uint row = head * HEAD_DIM;
   const float x = KVC_LOAD_ELEMENT(KVC_DECODE_QUERY_WORDS, KV_F16, row + d);
   if (ROPE_STYLE == 0 || d >= ROTARY_DIMS) return x * range.scale;
-  const uint half_dims = ROTARY_DIMS / 2;
-  uint pair, partner_d;
-  bool first;
-  if (ROPE_STYLE == 2) {
-    pair = d / 2;
-    partner_d = d ^ 1u;
-    first = (d & 1u) == 0;
-  } else {
-    first = d < half_dims;
-    pair = first ? d : d - half_dims;
-    partner_d = first ? d + half_dims : d - half_dims;
-  }
-  const float partner = KVC_LOAD_ELEMENT(KVC_DECODE_QUERY_WORDS, KV_F16, row + partner_d);
-  const vec2 cs = rope_cos_sin(KVC_DECODE_QUERY_POSITION(range), turns[pair]);
-  return rope_rotate_element(x, partner, cs, first) * range.scale;
+  const RopeDim at = rope_dim(d);
+  const float partner = KVC_LOAD_ELEMENT(KVC_DECODE_QUERY_WORDS, KV_F16, row + at.partner);
+  const vec2 cs = rope_cos_sin(KVC_DECODE_QUERY_POSITION(range), turns[at.pair]);
+  return rope_rotate_element(x, partner, cs, at.first) * range.scale;
 }
 
 // A tile's K and V chunks of this thread, and its keys' positions where keys are rotated: all

@@ -31,6 +31,31 @@ uvec2 rope_pair_dims(uint pair) {
   return ROPE_STYLE == 1 ? uvec2(pair, pair + ROTARY_DIMS / 2) : uvec2(2 * pair, 2 * pair + 1);
 }
 
+// Where dim d (< ROTARY_DIMS) sits: its rotary pair, the dim of the pair's other element, and
+// whether d is the pair's first (its cos term keeps the sign).
+struct RopeDim {
+  uint pair;
+  uint partner;
+  bool first;
+};
+
+RopeDim rope_dim(uint d) {
+  if (ROPE_STYLE == 2) return RopeDim(d / 2, d ^ 1u, (d & 1u) == 0);
+  const uint half_dims = ROTARY_DIMS / 2;
+  const bool first = d < half_dims;
+  return RopeDim(first ? d : d - half_dims, first ? d + half_dims : d - half_dims, first);
+}
+
+// A key element as a cache stores it rotated to `position` (append_rows, and
+// attention_decode_append's token): evaluated as written, with no contraction into fused
+// multiply-adds left to each pipeline's compiler, so that every kernel that stores a rotated key
+// stores the same bits.
+float rope_stored_element(float x, float partner, uint position, uvec2 turn, bool first) {
+  const vec2 cs = rope_cos_sin(position, turn);
+  precise float rotated = first ? x * cs.x - partner * cs.y : partner * cs.y + x * cs.x;
+  return rotated;
+}
+
 // One element of a rotated pair: x is the element, partner the other element of its pair,
 // first whether x is the pair's first (its cos term keeps the sign).
 float rope_rotate_element(float x, float partner, vec2 cos_sin, bool first) {

@@ -263,7 +263,8 @@ void Cache::attend_device(uint32_t layer_index, uint32_t n_queries, View q, View
 void Cache::decode_device(uint32_t layer_index, View k, View v, View q, View out) {
   begin_change();
   const std::vector<ops::AppendEntry> rows = plan_append(layer_index, 1, k, v);
-  const bool inside = policy_->appends_inside_decode() && rows.size() == 1 && rows[0].shape.first_slot == layers_[layer_index].slots_held;
+  const bool inside = policy_->appends_inside_decode() && !policy_->needs_scores() && !policy_->attends_itself() && rows.size() == 1 &&
+                      rows[0].shape.first_slot == layers_[layer_index].slots_held;
   if (!inside)
     for (const ops::AppendEntry& row : rows) ops::append_rows(backend_, row.shape, row.args);
   finish_append(layer_index, 1, rows);

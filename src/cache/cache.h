@@ -1,6 +1,6 @@
 // A KV cache on one backend: per layer, K and V as [num_kv_heads][slot_stride][head_dim] and an
 // int32 position per slot, under a policy. Every public method validates everything first
-// (the device paths: their caller runs check_append or check_attend), so a call that throws
+// (the device paths: their caller runs check_append, check_attend or check_decode), so a call that throws
 // leaves the cache unchanged. Appends and attends take their tensors from
 // the host (staged through the backend) or from tensors already on the backend; either way
 // their work is recorded in the backend's current operation, so a step holds many of them.
@@ -129,7 +129,9 @@ class Cache : public Participant, public StepEndWork {
   void record_append(uint32_t layer, uint32_t n_tokens, View k, View v);
   // Records attention; returns the scores the policy reads: `scores`, or when the policy needs
   // them and the caller asked for none the cache's own probabilities (none for a decode step of
-  // a policy that keeps the decode's logits itself: Policy::takes_decode_logits).
+  // a policy that keeps the decode's logits itself: Policy::takes_decode_logits). With `token`
+  // (decode_device) the query's own token, planned but not yet recorded, is written by the
+  // attention's work (ops::decode_append).
   StepScores record_attention(uint32_t layer, uint32_t n_queries, View q, View out, View scores, const ops::AppendEntry* token = nullptr);
   // The policy's part of an attend, recorded after attention and any read-back of its scores.
   void finish_attend(uint32_t layer, uint32_t n_queries, View q, const StepScores& scores);

@@ -2,7 +2,7 @@
 // token's K and V rows land as ops::append_rows writes them (`token`: one token at slot
 // shape.num_slots - 1 of every kv head, into args' k, v and positions), then attention for that
 // one query over the shape.num_slots slots as ops::attention computes it (no scores or
-// logits). On Vulkan both happen in attention_decode's dispatch (its splits over the slots
+// logits). On Vulkan both happen in one dispatch, attention_decode_append (its splits over the slots
 // before the token, one more workgroup per kv head and query-head block for the token), so a
 // decode layer records one dispatch and waits at one barrier fewer than append_rows then
 // attention.

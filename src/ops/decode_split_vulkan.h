@@ -19,15 +19,15 @@ constexpr uint32_t kDecodeGroupBlock = 8;  // query heads sharing one read of K/
 // Workgroups per decode dispatch: 512 (4 per SM of an H100) ran L = 32K at 80% of the copy
 // bandwidth where 1024 and more ran at 67-70% (docs/benchmarks.md).
 constexpr uint32_t kDecodeTargetGroups = 512;
-// Tiles a split takes at least where a cache has more tiles than the budget has splits but
-// not many more (2K to 8K slots at head_dim 128): a workgroup's fixed work (its query read,
-// rotated and scaled, the key lanes' combination, its partial row) outweighs two tiles' slots.
-// H200, 32-layer steps at 4K slots (129 tiles), 32 splits a kv head (4 tiles each) against 64
-// (2 each): FULL 676 -> 657 us of GPU time in a model's order, FreqKV 816 -> 615, H2O 1047 ->
-// 801. Where the budget covers every tile a split takes one: at 1K (33 tiles) 32 splits, two
-// of one tile's work on one of them, took 520 us for FULL's decode step against 33 splits' 497,
-// and 8 splits of 4 tiles 542 (docs/benchmarks.md).
-constexpr uint32_t kDecodeMinSplitTiles = 4;
+// Tiles a split takes (at most, the tiles spread evenly) where a cache has more tiles than the
+// budget has splits but not many more (2K to 8K slots at head_dim 128): a workgroup's fixed
+// work (its query read, rotated and scaled, the key lanes' combination, its partial row)
+// outweighs two tiles' slots. H200, 32-layer steps at 4K slots (129 tiles), 33 splits a kv head
+// (3 or 4 tiles each) against 64 (2 or 3): FULL 676 -> 657 us of GPU time in a model's order,
+// FreqKV 816 -> 615, H2O 1047 -> 801. Where the budget covers every tile a split takes one: at
+// 1K (33 tiles) 32 splits, one of them two tiles' work, took 520 us for FULL's decode step
+// against 33 splits' 497, and 9 splits of 4 tiles 542 (docs/benchmarks.md).
+constexpr uint32_t kDecodeSplitTiles = 4;
 constexpr uint32_t kMergeWorkgroup = 128;  // a power of two (the merge's fold, merge_splits.glsl)
 
 // Workgroups per query head in a merge (shaders/include/merge_splits.glsl), each taking an
@@ -65,10 +65,10 @@ inline uint32_t decode_tiles(const AttentionShape& shape, const DecodeBlocks& bl
 }
 
 // Splits of `tiles` tiles within `budget` splits: a tile each where the budget covers them,
-// else kDecodeMinSplitTiles tiles or more each, but no fewer than half the budget.
+// else kDecodeSplitTiles tiles or fewer each, but no fewer than half the budget's splits.
 inline uint32_t decode_split_count(uint32_t tiles, uint32_t budget) {
   if (tiles <= budget) return std::max(1u, tiles);
-  return std::min(budget, std::max(std::max(1u, budget / 2), (tiles + kDecodeMinSplitTiles - 1) / kDecodeMinSplitTiles));
+  return std::min(budget, std::max(std::max(1u, budget / 2), (tiles + kDecodeSplitTiles - 1) / kDecodeSplitTiles));
 }
 
 // Splits of the whole dispatch: about kDecodeTargetGroups workgroups.

@@ -1,4 +1,4 @@
-// decode_append on Vulkan (the token written inside attention_decode's dispatch) against the
+// decode_append on Vulkan (the token written inside attention_decode_append's dispatch) against the
 // CPU reference (append_rows, then attention) on fresh random inputs: the output within
 // attention's tolerance, and the layer's rows byte-equal to what Vulkan's own append_rows
 // writes (the token's slot is poisoned before, so an unwritten row fails).
