@@ -102,19 +102,6 @@ void check_against_cpu(const ops::AttentionShape& shape, float q_range = 2.0f) {
   CHECK(test::validation_messages() == 0);
 }
 
-ops::AttentionShape make_shape(uint32_t q_heads, uint32_t kv_heads, uint32_t head_dim, uint32_t queries, uint32_t slots,
-                               Dtype dtype, kvc_rope_style rope = KVC_ROPE_NONE, uint32_t rotary_dims = 0) {
-  ops::AttentionShape shape;
-  shape.num_q_heads = q_heads;
-  shape.num_kv_heads = kv_heads;
-  shape.head_dim = head_dim;
-  shape.num_queries = queries;
-  shape.num_slots = slots;
-  shape.dtype = dtype;
-  shape.rope = {rope, rope == KVC_ROPE_NONE ? 0u : (rotary_dims ? rotary_dims : head_dim), 10000.0};
-  return shape;
-}
-
 }  // namespace
 
 TEST_CASE("decode attention on Vulkan equals the CPU reference") {
@@ -124,20 +111,20 @@ TEST_CASE("decode attention on Vulkan equals the CPU reference") {
       for (const auto& heads : gqa)
         for (uint32_t slots : {1u, 2u, 127u, 129u, 1000u, 4099u}) {
           const kvc_rope_style rope = slots % 2 ? KVC_ROPE_NEOX : KVC_ROPE_INTERLEAVED;
-          check_against_cpu(make_shape(heads[0], heads[1], head_dim, 1, slots, dtype, rope));
-          if (slots == 129u) check_against_cpu(make_shape(heads[0], heads[1], head_dim, 1, slots, dtype));
+          check_against_cpu(test::attention_shape(heads[0], heads[1], head_dim, 1, slots, dtype, rope));
+          if (slots == 129u) check_against_cpu(test::attention_shape(heads[0], heads[1], head_dim, 1, slots, dtype));
         }
 }
 
 TEST_CASE("decode attention on Vulkan over 70000 slots, peaked and flat softmax") {
   for (Dtype dtype : {Dtype::F32, Dtype::F16}) {
-    check_against_cpu(make_shape(8, 1, 128, 1, 70000, dtype), 2.0f);
-    check_against_cpu(make_shape(8, 1, 128, 1, 70000, dtype, KVC_ROPE_NEOX, 64), 8.0f);
+    check_against_cpu(test::attention_shape(8, 1, 128, 1, 70000, dtype), 2.0f);
+    check_against_cpu(test::attention_shape(8, 1, 128, 1, 70000, dtype, KVC_ROPE_NEOX, 64), 8.0f);
   }
 }
 
 TEST_CASE("decode attention on Vulkan with more query heads per kv head than one workgroup takes") {
-  check_against_cpu(make_shape(24, 1, 64, 1, 333, Dtype::F32, KVC_ROPE_NEOX));  // MQA, group of 24
+  check_against_cpu(test::attention_shape(24, 1, 64, 1, 333, Dtype::F32, KVC_ROPE_NEOX));  // MQA, group of 24
 }
 
 TEST_CASE("decode attention on Vulkan at the head_dim and group limits") {
@@ -145,23 +132,23 @@ TEST_CASE("decode attention on Vulkan at the head_dim and group limits") {
   // head_dim 8 is one 16-byte lane per key in f16; head_dim 256 in f32 is 64 lanes per key,
   // more than a 32-wide subgroup: the shared-memory lane sum; 40 leaves lanes idle (10 in f16).
   for (Dtype dtype : {Dtype::F32, Dtype::F16}) {
-    check_against_cpu(make_shape(9, 3, 64, 1, 517, dtype, KVC_ROPE_NEOX));
-    check_against_cpu(make_shape(12, 2, 128, 1, 300, dtype, KVC_ROPE_INTERLEAVED));
-    check_against_cpu(make_shape(12, 1, 64, 1, 77, dtype));
-    check_against_cpu(make_shape(4, 2, 8, 1, 1001, dtype, KVC_ROPE_NEOX));
-    check_against_cpu(make_shape(4, 1, 256, 1, 2049, dtype, KVC_ROPE_NEOX, 128));
-    check_against_cpu(make_shape(8, 2, 40, 1, 130, dtype, KVC_ROPE_INTERLEAVED));
+    check_against_cpu(test::attention_shape(9, 3, 64, 1, 517, dtype, KVC_ROPE_NEOX));
+    check_against_cpu(test::attention_shape(12, 2, 128, 1, 300, dtype, KVC_ROPE_INTERLEAVED));
+    check_against_cpu(test::attention_shape(12, 1, 64, 1, 77, dtype));
+    check_against_cpu(test::attention_shape(4, 2, 8, 1, 1001, dtype, KVC_ROPE_NEOX));
+    check_against_cpu(test::attention_shape(4, 1, 256, 1, 2049, dtype, KVC_ROPE_NEOX, 128));
+    check_against_cpu(test::attention_shape(8, 2, 40, 1, 130, dtype, KVC_ROPE_INTERLEAVED));
     // Interleaved pairs over part of the row, the boundary inside a lane's chunk (dims 32-35 in
     // f32, 32-39 in f16): the chunk holds rotated and unrotated pairs.
-    check_against_cpu(make_shape(8, 2, 128, 1, 301, dtype, KVC_ROPE_INTERLEAVED, 34));
+    check_against_cpu(test::attention_shape(8, 2, 128, 1, 301, dtype, KVC_ROPE_INTERLEAVED, 34));
     // Whole-row NeoX (a lane holds both halves of its pairs, key_dim) at lane counts that are not
     // powers of two (24: 3 or 6 lanes, 40: 5 or 10) and at 64 lanes a key (256 in f32).
-    check_against_cpu(make_shape(8, 2, 24, 1, 211, dtype, KVC_ROPE_NEOX));
-    check_against_cpu(make_shape(8, 2, 40, 1, 150, dtype, KVC_ROPE_NEOX));
-    check_against_cpu(make_shape(4, 1, 256, 1, 700, dtype, KVC_ROPE_NEOX));
+    check_against_cpu(test::attention_shape(8, 2, 24, 1, 211, dtype, KVC_ROPE_NEOX));
+    check_against_cpu(test::attention_shape(8, 2, 40, 1, 150, dtype, KVC_ROPE_NEOX));
+    check_against_cpu(test::attention_shape(4, 1, 256, 1, 700, dtype, KVC_ROPE_NEOX));
     // head_dim 24 in f16 is 3 lanes a key, 42 keys a pass: a group of 4 sums 168 (head, key)
     // scores through shared memory, more than the workgroup's 128 threads (found by decode_evict's test).
-    check_against_cpu(make_shape(12, 3, 24, 1, 54, dtype));
+    check_against_cpu(test::attention_shape(12, 3, 24, 1, 54, dtype));
   }
 }
 
@@ -176,7 +163,7 @@ TEST_CASE("causal chunk attention on Vulkan equals the CPU reference") {
         for (uint32_t queries : {2u, 5u, 63u, 129u})
           for (uint32_t cached : {0u, 3u, 1000u}) {
             const kvc_rope_style rope = (queries + cached) % 2 ? KVC_ROPE_NEOX : KVC_ROPE_NONE;
-            check_against_cpu(make_shape(heads[0], heads[1], head_dim, queries, cached + queries, dtype, rope));
+            check_against_cpu(test::attention_shape(heads[0], heads[1], head_dim, queries, cached + queries, dtype, rope));
           }
 }
 
@@ -185,17 +172,17 @@ TEST_CASE("causal chunk attention on Vulkan: head dims 8 to 256, interleaved and
   // (values staged 4 keys at a time); 256: 32-row blocks over 128-key tiles.
   for (Dtype dtype : {Dtype::F32, Dtype::F16})
     for (uint32_t head_dim : {8u, 40u, 72u, 256u}) {
-      check_against_cpu(make_shape(8, 2, head_dim, 37, 37 + 300, dtype, KVC_ROPE_INTERLEAVED));
-      check_against_cpu(make_shape(4, 1, head_dim, 70, 70 + 129, dtype, KVC_ROPE_NEOX, head_dim / 2 / 8 * 8 + 8));
+      check_against_cpu(test::attention_shape(8, 2, head_dim, 37, 37 + 300, dtype, KVC_ROPE_INTERLEAVED));
+      check_against_cpu(test::attention_shape(4, 1, head_dim, 70, 70 + 129, dtype, KVC_ROPE_NEOX, head_dim / 2 / 8 * 8 + 8));
     }
-  check_against_cpu(make_shape(8, 2, 128, 65, 65 + 500, Dtype::F32, KVC_ROPE_INTERLEAVED, 64));
-  check_against_cpu(make_shape(8, 2, 128, 65, 65 + 500, Dtype::F16, KVC_ROPE_NEOX, 32));
+  check_against_cpu(test::attention_shape(8, 2, 128, 65, 65 + 500, Dtype::F32, KVC_ROPE_INTERLEAVED, 64));
+  check_against_cpu(test::attention_shape(8, 2, 128, 65, 65 + 500, Dtype::F16, KVC_ROPE_NEOX, 32));
 }
 
 TEST_CASE("causal chunk attention on Vulkan over a long cache, peaked and flat softmax") {
   for (Dtype dtype : {Dtype::F32, Dtype::F16}) {
-    check_against_cpu(make_shape(8, 2, 128, 100, 100 + 9000, dtype), 2.0f);
-    check_against_cpu(make_shape(8, 2, 128, 100, 100 + 9000, dtype, KVC_ROPE_NEOX, 64), 8.0f);
+    check_against_cpu(test::attention_shape(8, 2, 128, 100, 100 + 9000, dtype), 2.0f);
+    check_against_cpu(test::attention_shape(8, 2, 128, 100, 100 + 9000, dtype, KVC_ROPE_NEOX, 64), 8.0f);
   }
 }
 
@@ -208,14 +195,14 @@ TEST_CASE("causal chunk attention takes cooperative matrices wherever the device
   // Lavapipe has 16-bit arithmetic but no cooperative matrices: the fallback (CI checks this).
   if (device.properties().deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) CHECK(!cooperative);
   for (uint32_t head_dim : {16u, 64u, 96u, 128u}) {
-    ops::AttentionShape shape = make_shape(8, 2, head_dim, 37, 37 + 300, Dtype::F16, KVC_ROPE_NEOX);
+    ops::AttentionShape shape = test::attention_shape(8, 2, head_dim, 37, 37 + 300, Dtype::F16, KVC_ROPE_NEOX);
     CHECK(ops::attention_on_cooperative_matrices(*gpu, shape) == cooperative);
     shape.dtype = Dtype::F32;  // f32 caches, decode and the other head dims keep the SIMT kernels
     CHECK(!ops::attention_on_cooperative_matrices(*gpu, shape));
   }
   for (uint32_t head_dim : {8u, 40u, 72u, 256u})
-    CHECK(!ops::attention_on_cooperative_matrices(*gpu, make_shape(8, 2, head_dim, 37, 337, Dtype::F16)));
-  CHECK(!ops::attention_on_cooperative_matrices(*gpu, make_shape(8, 2, 128, 1, 300, Dtype::F16)));
+    CHECK(!ops::attention_on_cooperative_matrices(*gpu, test::attention_shape(8, 2, head_dim, 37, 337, Dtype::F16)));
+  CHECK(!ops::attention_on_cooperative_matrices(*gpu, test::attention_shape(8, 2, 128, 1, 300, Dtype::F16)));
   if (!cooperative) return;
   Backend* simt = test::vulkan_simt_backend();
   REQUIRE(simt != nullptr);
@@ -243,9 +230,9 @@ TEST_CASE("causal chunk attention on cooperative matrices: block edges, GQA, cau
     for (uint32_t queries : {2u, 15u, 17u, 128u, 129u, 300u})
       for (uint32_t cached : {0u, 31u, 32u, 63u, 64u, 1000u}) {
         const kvc_rope_style rope = (queries + cached) % 2 ? KVC_ROPE_NEOX : (cached % 2 ? KVC_ROPE_INTERLEAVED : KVC_ROPE_NONE);
-        check(make_shape(heads[0], heads[1], 64, queries, cached + queries, Dtype::F16, rope));
+        check(test::attention_shape(heads[0], heads[1], 64, queries, cached + queries, Dtype::F16, rope));
       }
-  for (uint32_t head_dim : {16u, 48u, 112u}) check(make_shape(8, 2, head_dim, 70, 70 + 129, Dtype::F16, KVC_ROPE_NEOX, head_dim / 2));
+  for (uint32_t head_dim : {16u, 48u, 112u}) check(test::attention_shape(8, 2, head_dim, 70, 70 + 129, Dtype::F16, KVC_ROPE_NEOX, head_dim / 2));
 }
 
 TEST_CASE("attention on Vulkan over keys stored rotated: only queries rotate") {
@@ -257,12 +244,12 @@ TEST_CASE("attention on Vulkan over keys stored rotated: only queries rotate") {
   };
   for (Dtype dtype : {Dtype::F32, Dtype::F16})
     for (uint32_t slots : {1u, 130u, 4099u}) {
-      check_against_cpu(rotated(make_shape(8, 2, 128, 1, slots, dtype, KVC_ROPE_NEOX)));
-      check_against_cpu(rotated(make_shape(12, 2, 64, 1, slots, dtype, KVC_ROPE_INTERLEAVED, 32)));
+      check_against_cpu(rotated(test::attention_shape(8, 2, 128, 1, slots, dtype, KVC_ROPE_NEOX)));
+      check_against_cpu(rotated(test::attention_shape(12, 2, 64, 1, slots, dtype, KVC_ROPE_INTERLEAVED, 32)));
     }
   for (Dtype dtype : {Dtype::F32, Dtype::F16}) {
-    check_against_cpu(rotated(make_shape(8, 2, 64, 37, 37 + 300, dtype, KVC_ROPE_NEOX)));
-    check_against_cpu(rotated(make_shape(6, 2, 128, 129, 129 + 1001, dtype, KVC_ROPE_INTERLEAVED, 64)));
+    check_against_cpu(rotated(test::attention_shape(8, 2, 64, 37, 37 + 300, dtype, KVC_ROPE_NEOX)));
+    check_against_cpu(rotated(test::attention_shape(6, 2, 128, 129, 129 + 1001, dtype, KVC_ROPE_INTERLEAVED, 64)));
   }
 }
 

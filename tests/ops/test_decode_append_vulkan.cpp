@@ -84,13 +84,7 @@ void check_against_cpu(ops::AttentionShape shape) {
 
 ops::AttentionShape make_shape(uint32_t q_heads, uint32_t kv_heads, uint32_t head_dim, uint32_t slots, Dtype dtype,
                                kvc_rope_style rope = KVC_ROPE_NONE, uint32_t rotary_dims = 0, bool keys_rotated = false) {
-  ops::AttentionShape shape;
-  shape.num_q_heads = q_heads;
-  shape.num_kv_heads = kv_heads;
-  shape.head_dim = head_dim;
-  shape.num_slots = slots;
-  shape.dtype = dtype;
-  shape.rope = {rope, rope == KVC_ROPE_NONE ? 0u : (rotary_dims ? rotary_dims : head_dim), 10000.0};
+  ops::AttentionShape shape = test::attention_shape(q_heads, kv_heads, head_dim, 1, slots, dtype, rope, rotary_dims);
   shape.keys_rotated = keys_rotated;
   return shape;
 }

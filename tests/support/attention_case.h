@@ -24,6 +24,21 @@ struct AttentionTensors {
   }
 };
 
+// An attention shape of `queries` over `slots` (rotary_dims 0: all of head_dim rotate); the
+// rest (slot_stride, keys_rotated) as AttentionShape defaults them.
+inline ops::AttentionShape attention_shape(uint32_t q_heads, uint32_t kv_heads, uint32_t head_dim, uint32_t queries, uint32_t slots,
+                                           Dtype dtype, kvc_rope_style rope = KVC_ROPE_NONE, uint32_t rotary_dims = 0) {
+  ops::AttentionShape shape;
+  shape.num_q_heads = q_heads;
+  shape.num_kv_heads = kv_heads;
+  shape.head_dim = head_dim;
+  shape.num_queries = queries;
+  shape.num_slots = slots;
+  shape.dtype = dtype;
+  shape.rope = {rope, rope == KVC_ROPE_NONE ? 0u : (rotary_dims ? rotary_dims : head_dim), 10000.0};
+  return shape;
+}
+
 struct AttentionCase {
   ops::AttentionShape shape;
   std::vector<float> q;               // [n][qh][d], rounded to the dtype
