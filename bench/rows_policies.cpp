@@ -208,9 +208,10 @@ void add_eviction_rows(Backend& backend, const Timing& timing, const RowOptions&
         return ops::DecodeEvictArgs{attend, evict};
       };
       const bool defers = with_scores && ops::can_defer_eviction(backend, eviction, layer_args(stored[0]).eviction);
+      const size_t candidates_bytes = ops::deferred_candidates_bytes(variant.rule, kKvHeads, slots);
       for (LayerBuffers& layer : stored)
-        if (defers && !layer.candidates)
-          layer.candidates = std::make_unique<Tensor>(backend, ops::deferred_candidates_bytes(kKvHeads, slots));
+        if (defers && (!layer.candidates || layer.candidates->bytes() < candidates_bytes))
+          layer.candidates = std::make_unique<Tensor>(backend, candidates_bytes);
       Row row;
       row.name = variant.name;
       row.shape = "c=" + std::to_string(capacity) + " layers=" + std::to_string(layers) + " qh=32 kvh=8 d=128";

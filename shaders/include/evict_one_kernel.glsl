@@ -1,7 +1,7 @@
 // One eviction of a decode step (ops/eviction_step.h), as eviction_step.comp makes it: the
 // victim's rank leaves, every rank above it drops by one, and the last slot's token (rank, S,
 // C and K, V rows) moves into the freed slot. No part waits for another here, so a thread takes
-// one slot and the slots spread over many workgroups, where eviction_step's one workgroup per
+// a few slots and the slots spread over many workgroups, where eviction_step's one workgroup per
 // kv head walks them in passes between barriers. The victim: under STREAMING's rule (Oldest)
 // rank `sinks`, whose thread finds it; under the scored rules the one the step's scoring
 // (eviction_scores.comp) left candidates for, which every workgroup chooses from them itself
@@ -17,6 +17,7 @@
 // end (ops/decode_evict.h), cost one dispatch's latency where a dispatch a layer cost about 3 us
 // each (docs/benchmarks.md). The includer defines KVC_LAYER (evict_one.comp, evict_one_layers.comp).
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 
@@ -96,13 +97,21 @@ uvec2 chosen_victim(uint kv_head) {
   return uvec2(lowest.rank, lowest.slot);
 }
 
-// Slot block `block` (WG slots) of kv head `kv_head`.
+// Slots a thread takes (ops' kEvictedSlotsPerThread), their ranks' loads in flight together: a
+// fixed bound, since it sizes a register array.
+const uint SLOTS_PER_THREAD = 4;
+const uint BLOCK_SLOTS = WG * SLOTS_PER_THREAD;
+
+// Slot block `block` (BLOCK_SLOTS slots) of kv head `kv_head`.
 void evict(uint block, uint kv_head) {
-  const uint t = gl_LocalInvocationID.x, slot = block * WG + t, last = push.slots_held - 1;
-  const uint base = kv_head * push.slot_stride;
-  // The slot's rank is loaded first: it does not depend on the victim, which takes the
+  const uint t = gl_LocalInvocationID.x, last = push.slots_held - 1, base = kv_head * push.slot_stride;
+  // The slots' ranks are loaded first: they do not depend on the victim, which takes the
   // candidates' loads and a barrier.
-  const uint rank = slot < last ? uint(positions[base + slot]) : 0u;
+  uint ranks[SLOTS_PER_THREAD];
+  [[unroll]] for (uint i = 0; i < SLOTS_PER_THREAD; ++i) {
+    const uint slot = block * BLOCK_SLOTS + i * WG + t;
+    ranks[i] = slot < last ? uint(positions[base + slot]) : 0u;
+  }
   uint victim = push.sinks, freed = NONE;
   if (KEEPS_SUMS) {
     const uvec2 chosen = chosen_victim(kv_head);
@@ -112,7 +121,9 @@ void evict(uint block, uint kv_head) {
     if (t == 0) freed_s = NONE;
     barrier();
   }
-  if (slot < last) {  // the last slot's entries are the freed slot's thread's
+  [[unroll]] for (uint i = 0; i < SLOTS_PER_THREAD; ++i) {
+    const uint slot = block * BLOCK_SLOTS + i * WG + t, rank = ranks[i];
+    if (slot >= last) continue;  // the last slot's entries are the freed slot's thread's
     if (KEEPS_SUMS ? slot == freed : rank == victim) {
       const int moved = positions[base + last], lowered = uint(moved) > victim ? moved - 1 : moved;
       positions[base + last] = lowered;
@@ -128,7 +139,7 @@ void evict(uint block, uint kv_head) {
     barrier();
     freed = freed_s;
   }
-  if (freed == NONE || freed == last || freed / WG != block) return;
+  if (freed == NONE || freed == last || freed / BLOCK_SLOTS != block) return;
   const uint to_row = (base + freed) * ROW_WORDS, from_row = (base + last) * ROW_WORDS;
   for (uint w = t; w < ROW_WORDS; w += WG) {
     k_words[to_row + w] = k_words[from_row + w];

@@ -6,10 +6,10 @@
 // scores from the decode's logits and log-sum-exps (the merge's), updates S (and C)
 // with eviction_step.comp's expressions in its order, and leaves candidates for the victim
 // (evicted_candidates.glsl): the block's lowest (score, rank, slot), or the tree scope's
-// entries it holds. evict_one_kernel.glsl then chooses from them and evicts, a thread a slot. A
-// decode step's layers run their attention alone, as FULL's do, and an engine's step scores
-// and evicts its layers in these two kernels at its end (ops/decode_evict.h), layers alike in
-// the kernels' constants in one dispatch each. The includer defines KVC_LAYER
+// entries it holds. evict_one_kernel.glsl then chooses from them and evicts, a thread a few
+// slots. A decode step's layers run their attention alone, as FULL's do, and an engine's step
+// scores and evicts its layers in these two kernels at its end (ops/decode_evict.h), layers
+// alike in the kernels' constants in one dispatch each. The includer defines KVC_LAYER
 // (eviction_scores.comp, eviction_scores_layers.comp).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
@@ -19,6 +19,11 @@
 layout(local_size_x_id = 0) in;  // a power of two
 layout(constant_id = 1) const uint RULE = 1;  // ops::EvictionRule: Accumulated, CurrentQuery, Tree or TreeLeft
 layout(constant_id = 2) const uint LAYERS = 1;  // the binding arrays' length
+// Query heads per kv head, and the kv heads a slot's score sums (TOVA's rule: every kv head; 1
+// under the others): constants, so that the loops over them unroll and a thread's logits loads
+// are in flight together, where a loop to a push constant waited for each load in turn.
+layout(constant_id = 3) const uint GROUP = 1;
+layout(constant_id = 4) const uint KV_HEADS = 1;
 // Slots a thread scores (ops' kScoredSlotsPerThread): a fixed bound, since it sizes register
 // arrays (elements.glsl says why not a specialization constant).
 const uint SLOTS_PER_THREAD = 4;
@@ -42,8 +47,6 @@ layout(push_constant) uniform Push {
   uint evictions;  // 0 or 1
   uint tree_span;
   uint tree_first;
-  uint group_size;  // query heads per kv head
-  uint num_kv_heads;
   uint entries;     // candidate entries per kv head: max(slot blocks, 2)
 } push;
 
@@ -71,8 +74,8 @@ void write_candidate(uint kv_head, uint entry, uint key, uint second, uint slot)
 // as decode_scores.comp and eviction_step.comp form it.
 float head_probability(uint kv_head, uint slot) {
   float total = 0.0;
-  for (uint g = 0; g < push.group_size; ++g) {
-    const uint head = kv_head * push.group_size + g;
+  [[unroll]] for (uint g = 0; g < GROUP; ++g) {
+    const uint head = kv_head * GROUP + g;
     total += exp(logits[head * push.slots_held + slot] - lse[head]);
   }
   return total;
@@ -124,21 +127,21 @@ void update(uint block, uint kv_head, float scores[SLOTS_PER_THREAD]) {
 // kv head's S at that slot, so it is formed once and the kv heads take it in turn.
 void main() {
   const uint block = gl_WorkGroupID.x, t = gl_LocalInvocationID.x;
+  const uint first_head = RULE == RULE_CURRENT_QUERY ? 0u : gl_WorkGroupID.y;
   float scores[SLOTS_PER_THREAD];
-  [[unroll]] for (uint i = 0; i < SLOTS_PER_THREAD; ++i) {
-    const uint slot = min((block * SLOTS_PER_THREAD + i) * WG + t, push.slots_held - 1u);
-    if (RULE != RULE_CURRENT_QUERY) {
-      scores[i] = head_probability(gl_WorkGroupID.y, slot);
-    } else {
-      scores[i] = 0.0;
-      for (uint h = 0; h < push.num_kv_heads; ++h) scores[i] += head_probability(h, slot);
+  [[unroll]] for (uint i = 0; i < SLOTS_PER_THREAD; ++i) scores[i] = 0.0;
+  // Kv heads outer, slots inner: every slot's loads of a kv head issue together.
+  [[unroll]] for (uint h = 0; h < KV_HEADS; ++h) {
+    [[unroll]] for (uint i = 0; i < SLOTS_PER_THREAD; ++i) {
+      const uint slot = min((block * SLOTS_PER_THREAD + i) * WG + t, push.slots_held - 1u);
+      scores[i] += head_probability(first_head + h, slot);
     }
   }
   if (RULE != RULE_CURRENT_QUERY) {
     update(block, gl_WorkGroupID.y, scores);
     return;
   }
-  for (uint kv_head = 0; kv_head < push.num_kv_heads; ++kv_head) {
+  for (uint kv_head = 0; kv_head < KV_HEADS; ++kv_head) {
     // reduce_lowest's shared entries are read by every thread before the next kv head's rewrite them.
     if (kv_head > 0) barrier();
     update(block, kv_head, scores);

@@ -4,7 +4,7 @@
 // STREAMING's single eviction shares the dispatch that merges flash-decoding's splits (neither
 // reads what the other writes), which leaves its decode step as many dispatches and barriers
 // as FULL's, where the step is latency-bound (docs/benchmarks.md); H2O's, TOVA's and TreeKV's
-// step scores the slots over many workgroups and evicts in one more dispatch, a thread a slot,
+// step scores the slots over many workgroups and evicts in one more dispatch, a thread a few slots,
 // where eviction_step's one workgroup per kv head would walk them all, and those two
 // dispatches may wait for the end of an engine's step (below). Other steps run the two ops in turn.
 #pragma once
@@ -46,9 +46,9 @@ struct DeferredEviction {
   View candidates;  // where the scoring leaves them: deferred_candidates_bytes
 };
 
-// Bytes of the candidates a step over `slots` slots of `num_kv_heads` kv heads leaves (the
+// Bytes of the candidates a step under `rule` over `slots` slots of `num_kv_heads` kv heads leaves (the
 // same on every backend, so that what a cache holds does not depend on it).
-size_t deferred_candidates_bytes(uint32_t num_kv_heads, uint32_t slots);
+size_t deferred_candidates_bytes(EvictionRule rule, uint32_t num_kv_heads, uint32_t slots);
 // Whether `backend` can defer the step: Vulkan, a rule that reads scores, given as logits and lse.
 bool can_defer_eviction(const Backend& backend, const EvictionShape& eviction, const EvictionArgs& args);
 // decode_evict's attention (can_defer_eviction must hold), returning the rest (the scoring,

@@ -24,7 +24,7 @@ void decode_evict_vulkan(Backend& backend, const AttentionShape& attention, cons
     eviction_step_vulkan(backend, eviction, args.eviction);
     return;
   }
-  const size_t bytes = deferred_candidates_bytes(eviction.num_kv_heads, eviction.slots_held);
+  const size_t bytes = deferred_candidates_bytes(eviction.rule, eviction.num_kv_heads, eviction.slots_held);
   const View candidates = view(backend.scratch(ScratchId::EvictionCandidates, bytes));
   record_scored_evictions(backend, {{eviction, args.eviction, candidates}});
 }
@@ -36,7 +36,7 @@ bool can_defer_eviction(const Backend& backend, const EvictionShape& eviction, c
 DeferredEviction decode_evict_deferring(Backend& backend, const AttentionShape& attention, const EvictionShape& eviction,
                                         const DecodeEvictArgs& args, View candidates) {
   check_decode_evict(attention, eviction, args);
-  const size_t bytes = deferred_candidates_bytes(eviction.num_kv_heads, eviction.slots_held);
+  const size_t bytes = deferred_candidates_bytes(eviction.rule, eviction.num_kv_heads, eviction.slots_held);
   require(can_defer_eviction(backend, eviction, args.eviction) && candidates.tensor &&
               candidates.offset + bytes <= candidates.tensor->bytes(),
           KVC_ERROR_INTERNAL, "decode_evict_deferring: a step that cannot defer, or candidates too small");

@@ -1,6 +1,6 @@
 // Vulkan eviction step: one dispatch per layer, one workgroup per kv head (shaders/eviction_step.comp),
 // which also forms the scores from decode logits (no decode_scores dispatch before it). A decode
-// step's single eviction under STREAMING's rule takes shaders/evict_one.comp, a thread a slot,
+// step's single eviction under STREAMING's rule takes shaders/evict_one.comp, a thread a few slots,
 // which may also be decode attention's merge. A decode step under a rule that reads its
 // attention, scored from the decode's logits, takes eviction_scores (the scores and the
 // victim's candidates, over many workgroups) and evict_one, in their _layers forms over many
@@ -21,10 +21,16 @@ namespace {
 // synchronisation): about kSlotsPerThread slots each keeps every pass a few loads deep on a
 // large cache and a small cache cheap; a power of two the device allows.
 constexpr uint32_t kMinWorkgroup = 64, kMaxWorkgroup = 1024, kSlotsPerThread = 4;
-constexpr uint32_t kOneEvictionWorkgroup = 256;  // evict_one: a thread a slot
-// eviction_scores: its workgroup, and the slots each thread scores (the shader's fixed
-// SLOTS_PER_THREAD), so 512 a workgroup (a slot block, whose candidates take one entry).
-constexpr uint32_t kScoresWorkgroup = 128, kScoredSlotsPerThread = 4, kScoredBlockSlots = kScoresWorkgroup * kScoredSlotsPerThread;
+// evict_one: its workgroup, and the slots each thread takes (the shader's fixed SLOTS_PER_THREAD).
+constexpr uint32_t kOneEvictionWorkgroup = 256, kEvictedSlotsPerThread = 4;
+// eviction_scores: the slots each thread scores (the shader's fixed SLOTS_PER_THREAD), and its
+// workgroup: 128 threads, a block of 512 slots whose candidates take one entry. Under TOVA's rule
+// a slot's score sums every kv head's probability, so one workgroup takes a block for all kv
+// heads, which then take the score in turn: 32 threads there (blocks of 128 slots), so that the
+// grid is not a few workgroups a layer; 128 threads took 2-3% longer a decode step at c = 4096
+// on the H200, 16 threads and 8 slots a thread longer still (docs/benchmarks.md).
+constexpr uint32_t kScoredSlotsPerThread = 4;
+uint32_t scores_workgroup(EvictionRule rule) { return rule == EvictionRule::CurrentQuery ? 32u : 128u; }
 
 uint32_t workgroup_size(const vk::Device& device, uint32_t slots) {
   const VkPhysicalDeviceLimits& limits = device.properties().limits;
@@ -42,8 +48,7 @@ struct OneEvictionPush {
   uint32_t slots_held, slot_stride, sinks, num_splits, merge_groups, merge_blocks, tree_span, tree_first, entries, score_blocks;
 };
 struct ScoresPush {
-  uint32_t slots_held, slot_stride, new_slots, sinks, recent_window, evictions, tree_span, tree_first, group_size,
-      num_kv_heads, entries;
+  uint32_t slots_held, slot_stride, new_slots, sinks, recent_window, evictions, tree_span, tree_first, entries;
 };
 
 // Per kv head, candidate entries (push.entries) and the slot blocks that fill them
@@ -52,8 +57,8 @@ struct CandidateLayout {
   uint32_t entries = 0;
   uint32_t score_blocks = 0;
 };
-CandidateLayout candidate_layout(uint32_t slots) {
-  const uint32_t score_blocks = group_count(slots, kScoredBlockSlots);
+CandidateLayout candidate_layout(EvictionRule rule, uint32_t slots) {
+  const uint32_t score_blocks = group_count(slots, scores_workgroup(rule) * kScoredSlotsPerThread);
   return {std::max(score_blocks, 2u), score_blocks};
 }
 
@@ -90,7 +95,7 @@ uint32_t binding_array_length(const std::vector<size_t>& group, uint32_t per_dis
   return group.size() > 1 ? per_dispatch : 1u;
 }
 
-// Single evictions of `members` of `layers` (evict_one, a thread a slot; one layer each in the
+// Single evictions of `members` of `layers` (evict_one, a thread a few slots; one layer each in the
 // grid's z): STREAMING's, with `merge` (one layer) in the merge's dispatch, or a scored rule's
 // from the candidates eviction_scores left.
 void record_one_evictions(Backend& backend, const std::vector<DeferredEviction>& layers, const std::vector<size_t>& members,
@@ -108,8 +113,8 @@ void record_one_evictions(Backend& backend, const std::vector<DeferredEviction>&
     const uint32_t merge_blocks = merge_dim_blocks(shape.head_dim);
     // Per kv head (the grid's y): its query heads' merge workgroups, then its slot blocks.
     const uint32_t merge_groups = merge ? shape.num_q_heads / shape.num_kv_heads * merge_blocks : 0;
-    const uint32_t groups_x = group_count(uint64_t(merge_groups) * workgroup + shape.slots_held, workgroup);
-    const CandidateLayout candidates = shape.rule != EvictionRule::Oldest ? candidate_layout(shape.slots_held) : CandidateLayout{};
+    const uint32_t groups_x = merge_groups + group_count(shape.slots_held, workgroup * kEvictedSlotsPerThread);
+    const CandidateLayout candidates = shape.rule != EvictionRule::Oldest ? candidate_layout(shape.rule, shape.slots_held) : CandidateLayout{};
     const OneEvictionPush push{shape.slots_held, shape.slot_stride, shape.sinks, merge ? merge->num_splits : 0u, merge_groups,
                                merge_blocks, shape.tree_span, shape.tree_first, candidates.entries, candidates.score_blocks};
     // Operands a rule never touches are absent; the positions buffer stands in for them.
@@ -149,10 +154,11 @@ void record_scores(Backend& backend, const std::vector<DeferredEviction>& layers
   for (const std::vector<size_t>& group : layer_dispatches(layers, members, per_dispatch, alike)) {
     const uint32_t length = binding_array_length(group, per_dispatch);
     const EvictionShape& shape = layers[group.front()].shape;
-    const CandidateLayout candidates = candidate_layout(shape.slots_held);
-    const ScoresPush push{shape.slots_held, shape.slot_stride, shape.new_slots,  shape.sinks,
-                          shape.recent_window, shape.evictions, shape.tree_span, shape.tree_first,
-                          shape.num_q_heads / shape.num_kv_heads, shape.num_kv_heads, candidates.entries};
+    const CandidateLayout candidates = candidate_layout(shape.rule, shape.slots_held);
+    const ScoresPush push{shape.slots_held,     shape.slot_stride, shape.new_slots,  shape.sinks,      shape.recent_window,
+                          shape.evictions,      shape.tree_span,   shape.tree_first, candidates.entries};
+    // TOVA's score of a slot sums every kv head's probability, the other rules' their own.
+    const bool every_kv_head = shape.rule == EvictionRule::CurrentQuery;
     const std::vector<vk::BufferSlice> buffers = binding_arrays<DeferredEviction>(
         layers, group, length,
         {[](const DeferredEviction& layer) { return slice(layer.args.positions); },
@@ -162,10 +168,11 @@ void record_scores(Backend& backend, const std::vector<DeferredEviction>& layers
          [](const DeferredEviction& layer) { return slice_or(layer.args.score_counts, layer.args.positions); },
          [](const DeferredEviction& layer) { return slice(layer.candidates); }});
     backend.recorder().dispatch({length > 1 ? "eviction_scores_layers" : "eviction_scores", 6, sizeof(push),
-                                 {kScoresWorkgroup, uint32_t(shape.rule), length},
+                                 {scores_workgroup(shape.rule), uint32_t(shape.rule), length, shape.num_q_heads / shape.num_kv_heads,
+                                  every_kv_head ? shape.num_kv_heads : 1u},
                                  {length, length, length, length, length, length}},
                                 buffers, &push, candidates.score_blocks,
-                                shape.rule == EvictionRule::CurrentQuery ? 1u : shape.num_kv_heads,  // TOVA's: kv heads in turn
+                                every_kv_head ? 1u : shape.num_kv_heads,  // TOVA's: kv heads in turn
                                 static_cast<uint32_t>(group.size()));
   }
 }
@@ -176,8 +183,8 @@ bool scored_from_logits(const EvictionShape& shape, const EvictionArgs& args) {
   return rule_keeps_sums(shape.rule) && shape.num_queries == 1 && shape.evictions <= 1 && args.logits && args.lse;
 }
 
-size_t deferred_candidates_bytes(uint32_t num_kv_heads, uint32_t slots) {
-  return size_t(num_kv_heads) * candidate_layout(slots).entries * 3 * sizeof(uint32_t);
+size_t deferred_candidates_bytes(EvictionRule rule, uint32_t num_kv_heads, uint32_t slots) {
+  return size_t(num_kv_heads) * candidate_layout(rule, slots).entries * 3 * sizeof(uint32_t);
 }
 
 void record_scored_evictions(Backend& backend, const std::vector<DeferredEviction>& evictions) {

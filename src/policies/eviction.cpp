@@ -36,11 +36,11 @@ namespace {
 struct DecodeScoresLayout {
   size_t lse_offset, candidates_offset, bytes;
 };
-DecodeScoresLayout decode_scores_layout(const CacheConfig& config, uint32_t slot_stride) {
+DecodeScoresLayout decode_scores_layout(ops::EvictionRule rule, const CacheConfig& config, uint32_t slot_stride) {
   const auto aligned = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
   const size_t lse_offset = aligned(size_t(config.num_q_heads) * slot_stride * sizeof(float));
   const size_t candidates_offset = lse_offset + aligned(size_t(config.num_q_heads) * sizeof(float));
-  return {lse_offset, candidates_offset, candidates_offset + ops::deferred_candidates_bytes(config.num_kv_heads, slot_stride)};
+  return {lse_offset, candidates_offset, candidates_offset + ops::deferred_candidates_bytes(rule, config.num_kv_heads, slot_stride)};
 }
 
 }  // namespace
@@ -53,7 +53,7 @@ void EvictionPolicy::allocate(Cache& cache, uint32_t layer, LayerSteps& steps) c
   if (ops::rule_keeps_counts(settings_.rule) && !steps.score_counts)
     steps.score_counts = std::make_unique<Tensor>(cache.backend(), slots * sizeof(uint32_t));
   if (needs_scores())
-    ensure(steps.decode_scores, cache.backend(), decode_scores_layout(cache.config(), slot_stride).bytes);
+    ensure(steps.decode_scores, cache.backend(), decode_scores_layout(settings_.rule, cache.config(), slot_stride).bytes);
 }
 
 void EvictionPolicy::prefill_by_blocks(Cache& cache, uint32_t layer) {
@@ -141,7 +141,7 @@ bool EvictionPolicy::record_attention(Cache& cache, uint32_t layer, uint32_t n_q
   const LayerState& state = cache.layer(layer);
   // The decode's logits and lse, where the rule reads scores, in the layer's own tensor: a
   // step's end reads them after later layers' attention.
-  const DecodeScoresLayout layout = decode_scores_layout(cache.config(), state.slot_stride);
+  const DecodeScoresLayout layout = decode_scores_layout(settings_.rule, cache.config(), state.slot_stride);
   const View logits = needs_scores() ? View{steps.decode_scores.get(), 0} : View{};
   const View lse = needs_scores() ? View{steps.decode_scores.get(), layout.lse_offset} : View{};
   const ops::AttentionArgs attention{q, view(*state.k), view(*state.v), view(*state.positions), cache.turn_table(), out,

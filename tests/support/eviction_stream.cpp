@@ -52,7 +52,7 @@ EvictionStream::EvictionStream(Backend& backend_in, const ops::EvictionShape& se
     logits = make_poisoned(backend, size_t(shape.num_q_heads) * shape.slot_stride * 4);
     lse = make_poisoned(backend, size_t(shape.num_q_heads) * 4);
     // The deferred route's candidates, for the most slots a step holds.
-    candidates = make_poisoned(backend, ops::deferred_candidates_bytes(shape.num_kv_heads, shape.slot_stride));
+    candidates = make_poisoned(backend, ops::deferred_candidates_bytes(shape.rule, shape.num_kv_heads, shape.slot_stride));
   }
 }
 
