@@ -19,9 +19,9 @@
 layout(local_size_x_id = 0) in;  // a power of two
 layout(constant_id = 1) const uint RULE = 1;  // ops::EvictionRule: Accumulated, CurrentQuery, Tree or TreeLeft
 layout(constant_id = 2) const uint LAYERS = 1;  // the binding arrays' length
-// Query heads per kv head, and the kv heads a slot's score sums (TOVA's rule: every kv head; 1
-// under the others): constants, so that the loops over them unroll and a thread's logits loads
-// are in flight together, where a loop to a push constant waited for each load in turn.
+// Query heads per kv head, and the kv heads (which TOVA's score of a slot sums; the host gives 1
+// under the other rules): constants, so that the loops over them unroll and a thread's logits
+// loads are in flight together, where a loop to a push constant waited for each load in turn.
 layout(constant_id = 3) const uint GROUP = 1;
 layout(constant_id = 4) const uint KV_HEADS = 1;
 // Slots a thread scores (ops' kScoredSlotsPerThread): a fixed bound, since it sizes register
@@ -29,6 +29,7 @@ layout(constant_id = 4) const uint KV_HEADS = 1;
 const uint SLOTS_PER_THREAD = 4;
 
 const uint RULE_CURRENT_QUERY = 2, RULE_TREE = 3, RULE_TREE_LEFT = 4;
+const uint SUMMED_KV_HEADS = RULE == RULE_CURRENT_QUERY ? KV_HEADS : 1u;
 const bool KEEPS_COUNTS = RULE == RULE_TREE || RULE == RULE_TREE_LEFT;
 
 layout(binding = 0) readonly buffer Positions { int ranks[]; } ranks_of[LAYERS];   // [num_kv_heads][slot_stride]
@@ -131,7 +132,7 @@ void main() {
   float scores[SLOTS_PER_THREAD];
   [[unroll]] for (uint i = 0; i < SLOTS_PER_THREAD; ++i) scores[i] = 0.0;
   // Kv heads outer, slots inner: every slot's loads of a kv head issue together.
-  [[unroll]] for (uint h = 0; h < KV_HEADS; ++h) {
+  [[unroll]] for (uint h = 0; h < SUMMED_KV_HEADS; ++h) {
     [[unroll]] for (uint i = 0; i < SLOTS_PER_THREAD; ++i) {
       const uint slot = min((block * SLOTS_PER_THREAD + i) * WG + t, push.slots_held - 1u);
       scores[i] += head_probability(first_head + h, slot);

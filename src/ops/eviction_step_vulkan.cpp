@@ -27,10 +27,14 @@ constexpr uint32_t kOneEvictionWorkgroup = 256, kEvictedSlotsPerThread = 4;
 // workgroup: 128 threads, a block of 512 slots whose candidates take one entry. Under TOVA's rule
 // a slot's score sums every kv head's probability, so one workgroup takes a block for all kv
 // heads, which then take the score in turn: 32 threads there (blocks of 128 slots), so that the
-// grid is not a few workgroups a layer; 128 threads took 2-3% longer a decode step at c = 4096
-// on the H200, 16 threads and 8 slots a thread longer still (docs/benchmarks.md).
+// grid is not a few workgroups a layer (128 threads took about 1% longer a decode step on the
+// H200, docs/benchmarks.md), unless the blocks would pass a dispatch's 65535.
 constexpr uint32_t kScoredSlotsPerThread = 4;
-uint32_t scores_workgroup(EvictionRule rule) { return rule == EvictionRule::CurrentQuery ? 32u : 128u; }
+uint32_t scores_workgroup(EvictionRule rule, uint32_t slots) {
+  const uint32_t narrow = 32, wide = 128;
+  const bool narrow_fits = (uint64_t(slots) + narrow * kScoredSlotsPerThread - 1) / (narrow * kScoredSlotsPerThread) <= 65535u;
+  return rule == EvictionRule::CurrentQuery && narrow_fits ? narrow : wide;
+}
 
 uint32_t workgroup_size(const vk::Device& device, uint32_t slots) {
   const VkPhysicalDeviceLimits& limits = device.properties().limits;
@@ -58,7 +62,7 @@ struct CandidateLayout {
   uint32_t score_blocks = 0;
 };
 CandidateLayout candidate_layout(EvictionRule rule, uint32_t slots) {
-  const uint32_t score_blocks = group_count(slots, scores_workgroup(rule) * kScoredSlotsPerThread);
+  const uint32_t score_blocks = group_count(slots, scores_workgroup(rule, slots) * kScoredSlotsPerThread);
   return {std::max(score_blocks, 2u), score_blocks};
 }
 
@@ -113,7 +117,8 @@ void record_one_evictions(Backend& backend, const std::vector<DeferredEviction>&
     const uint32_t merge_blocks = merge_dim_blocks(shape.head_dim);
     // Per kv head (the grid's y): its query heads' merge workgroups, then its slot blocks.
     const uint32_t merge_groups = merge ? shape.num_q_heads / shape.num_kv_heads * merge_blocks : 0;
-    const uint32_t groups_x = merge_groups + group_count(shape.slots_held, workgroup * kEvictedSlotsPerThread);
+    const uint32_t block_slots = workgroup * kEvictedSlotsPerThread;
+    const uint32_t groups_x = group_count(uint64_t(merge_groups) * block_slots + shape.slots_held, block_slots);
     const CandidateLayout candidates = shape.rule != EvictionRule::Oldest ? candidate_layout(shape.rule, shape.slots_held) : CandidateLayout{};
     const OneEvictionPush push{shape.slots_held, shape.slot_stride, shape.sinks, merge ? merge->num_splits : 0u, merge_groups,
                                merge_blocks, shape.tree_span, shape.tree_first, candidates.entries, candidates.score_blocks};
@@ -168,7 +173,7 @@ void record_scores(Backend& backend, const std::vector<DeferredEviction>& layers
          [](const DeferredEviction& layer) { return slice_or(layer.args.score_counts, layer.args.positions); },
          [](const DeferredEviction& layer) { return slice(layer.candidates); }});
     backend.recorder().dispatch({length > 1 ? "eviction_scores_layers" : "eviction_scores", 6, sizeof(push),
-                                 {scores_workgroup(shape.rule), uint32_t(shape.rule), length, shape.num_q_heads / shape.num_kv_heads,
+                                 {scores_workgroup(shape.rule, shape.slots_held), uint32_t(shape.rule), length, shape.num_q_heads / shape.num_kv_heads,
                                   every_kv_head ? shape.num_kv_heads : 1u},
                                  {length, length, length, length, length, length}},
                                 buffers, &push, candidates.score_blocks,

@@ -152,7 +152,8 @@ TEST_CASE("decode_evict on Vulkan: STREAMING's eviction in the merge's dispatch 
   REQUIRE(gpu != nullptr);
   for (Dtype dtype : {Dtype::F32, Dtype::F16})
     for (uint32_t group : {1u, 4u}) compare_decode(*gpu, ops::EvictionRule::Oldest, dtype, group, 53, 240, 60);
-  // Five workgroups of slots per kv head beside the merge's, a group of 7.
+  // Two workgroups of slots per kv head (512 each) beside the merge's, the last slot in the
+  // second, a group of 7.
   compare_decode(*gpu, ops::EvictionRule::Oldest, Dtype::F16, 7, 600, 680, 170);
   CHECK(test::validation_messages() == 0);
 }
@@ -165,9 +166,10 @@ TEST_CASE("decode_evict on Vulkan: H2O's, TOVA's and TreeKV's step over many wor
     // One slot block per kv head: scoring alone for 53 steps, then an eviction a step.
     compare_decode(*gpu, rule, Dtype::F32, 1, 53, 120, 40);
     compare_decode(*gpu, rule, Dtype::F16, 4, 53, 120, 40);
-    // Three slot blocks of 512 per kv head, the last partial, and five workgroups of evict_one:
-    // each chooses from every block's candidates. The tree rules' first scope, ranks 511 and
-    // 512, sits in slots 511 and 512 of two blocks.
+    // Several slot blocks per kv head, the last partial (three of 512 slots; TOVA's nine of
+    // 128), and two workgroups of evict_one (1024 slots each): each chooses from every block's
+    // candidates. The tree rules' first scope, ranks 511 and 512, sits in slots 511 and 512 of
+    // two blocks.
     compare_decode(*gpu, rule, Dtype::F16, 7, 1100, 1140, 380, {24, 19, ops::rule_keeps_counts(rule) ? 506u : 0u});
   }
   // No recent window: the newest token, in the last slot, may be H2O's victim (the freed slot is
