@@ -197,4 +197,22 @@ TEST_CASE("decode_evict on Vulkan: H2O's, TOVA's and TreeKV's evictions left for
   CHECK(test::validation_messages() == 0);
 }
 
+TEST_CASE("decode_evict: the candidates a step leaves follow its rule's slot blocks, within a dispatch's 65535") {
+  // An entry (3 words) per slot block and kv head, at least 2 (the tree rules' scope): blocks
+  // of 512 slots, TOVA's of 128 until those would pass 65535 blocks, then 512 as the others'.
+  const auto entries = [](ops::EvictionRule rule, uint32_t slots) {
+    return ops::deferred_candidates_bytes(rule, 1, slots) / (3 * sizeof(uint32_t));
+  };
+  for (ops::EvictionRule rule : {ops::EvictionRule::Accumulated, ops::EvictionRule::Tree, ops::EvictionRule::TreeLeft}) {
+    CHECK(entries(rule, 100) == 2);
+    CHECK(entries(rule, 4097) == 9);
+    CHECK(entries(rule, 9000000) == 17579);
+  }
+  CHECK(entries(ops::EvictionRule::CurrentQuery, 100) == 2);
+  CHECK(entries(ops::EvictionRule::CurrentQuery, 4097) == 33);
+  CHECK(entries(ops::EvictionRule::CurrentQuery, 65535u * 128) == 65535);
+  CHECK(entries(ops::EvictionRule::CurrentQuery, 65535u * 128 + 1) == 16384);
+  CHECK(ops::deferred_candidates_bytes(ops::EvictionRule::CurrentQuery, 8, 4097) == 8 * 33 * 3 * sizeof(uint32_t));
+}
+
 }  // namespace kvc
