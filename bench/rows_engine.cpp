@@ -50,6 +50,7 @@ constexpr Policy kFull{KVC_POLICY_FULL, "full", "L"};
 constexpr Policy kFreqKv{KVC_POLICY_FREQKV, "freqkv", "N"};
 constexpr Policy kStreaming{KVC_POLICY_STREAMING, "streaming", "c"};
 constexpr Policy kH2o{KVC_POLICY_H2O, "h2o", "c"};
+constexpr Policy kTova{KVC_POLICY_TOVA, "tova", "c"};
 constexpr Policy kTreeKv{KVC_POLICY_TREEKV, "treekv", "c"};
 constexpr Policy kSnapKv{KVC_POLICY_SNAPKV, "snapkv", "L"};
 constexpr Policy kPyramidKv{KVC_POLICY_PYRAMIDKV, "pyramidkv", "L"};
@@ -197,7 +198,7 @@ CachePtr decode_cache(EngineSession& session, const Policy& policy, uint32_t len
 }
 
 void add_decode_rows(EngineSession& session, const EngineSizes& sizes, const RowOptions& options, Report& report) {
-  for (const Policy& policy : {kFull, kFreqKv, kFaedKv, kFourier, kStreaming, kH2o, kTreeKv})
+  for (const Policy& policy : {kFull, kFreqKv, kFaedKv, kFourier, kStreaming, kH2o, kTova, kTreeKv})
     for (uint32_t length : sizes.decode_lengths) {
       // FreqKV's fused transform holds windows up to 16K: its row takes the shortest length.
       if (policy.policy == KVC_POLICY_FREQKV && length != sizes.decode_lengths.front()) continue;
