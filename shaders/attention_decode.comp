@@ -14,7 +14,8 @@ layout(binding = 2) readonly buffer Values { uvec4 v_vec[]; };
 layout(binding = 3) readonly buffer Positions { int positions[]; };
 layout(binding = 4) readonly buffer Turns { uvec2 turns[]; };
 layout(binding = 5) writeonly buffer Partials { float partials[]; };  // [num_q_heads][partials_per_head][HEAD_DIM + 2]
-layout(binding = 6) writeonly buffer Logits { float logits[]; };      // [num_q_heads][num_slots], WRITE_LOGITS only
+layout(binding = 6) writeonly buffer Logits { float logits[]; };      // [num_kv_heads][num_slots][group_size], WRITE_LOGITS only
+layout(binding = 6) writeonly buffer Logits4 { vec4 logits4[]; };    // the same, 4 query heads a vector
 
 layout(push_constant) uniform Push {
   uint num_slots;
@@ -32,6 +33,7 @@ layout(push_constant) uniform Push {
 #define KVC_DECODE_VALUE_VEC v_vec
 #define KVC_DECODE_POSITIONS positions
 #define KVC_DECODE_STORE_LOGIT(index, value) logits[index] = (value)
+#define KVC_DECODE_STORE_LOGIT4(index, value) logits4[index] = (value)
 #include "decode_split.glsl"
 
 void main() {

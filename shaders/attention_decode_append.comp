@@ -45,6 +45,7 @@ layout(push_constant) uniform Push {
 #define KVC_DECODE_VALUE_VEC v_vec
 #define KVC_DECODE_POSITIONS positions
 #define KVC_DECODE_STORE_LOGIT(index, value)
+#define KVC_DECODE_STORE_LOGIT4(index, value)
 #define KVC_DECODE_QUERY_POSITION(range) uint(push.token_position)
 #include "decode_split.glsl"
 

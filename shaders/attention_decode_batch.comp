@@ -43,6 +43,7 @@ uint cache;  // this workgroup's, set before anything reads a cache's buffers
 #define KVC_DECODE_VALUE_VEC values[cache].vec
 #define KVC_DECODE_POSITIONS positions[cache].slots
 #define KVC_DECODE_STORE_LOGIT(index, value)
+#define KVC_DECODE_STORE_LOGIT4(index, value)
 #include "decode_split.glsl"
 
 void main() {

@@ -5,7 +5,7 @@
 // recomputes its logits from K instead.
 layout(local_size_x_id = 0) in;
 
-layout(binding = 0) readonly buffer Logits { float logits[]; };  // [num_q_heads][num_slots]
+layout(binding = 0) readonly buffer Logits { float logits[]; };  // [num_kv_heads][num_slots][group_size]
 layout(binding = 1) readonly buffer Lse { float lse[]; };        // [num_q_heads]
 layout(binding = 2) writeonly buffer Scores { float scores[]; };  // [num_kv_heads][num_slots]
 
@@ -19,9 +19,7 @@ void main() {
   const uint kv_head = gl_WorkGroupID.y;
   if (slot >= push.num_slots) return;
   float total = 0.0;
-  for (uint g = 0; g < push.group_size; ++g) {
-    const uint head = kv_head * push.group_size + g;
-    total += exp(logits[head * push.num_slots + slot] - lse[head]);
-  }
+  for (uint g = 0; g < push.group_size; ++g)
+    total += exp(logits[(kv_head * push.num_slots + slot) * push.group_size + g] - lse[kv_head * push.group_size + g]);
   scores[kv_head * push.num_slots + slot] = total;
 }

@@ -20,7 +20,7 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint HEAD_DIM = 128;
 layout(constant_id = 2) const bool KV_F16 = false;
 layout(constant_id = 3) const uint RULE = 0;  // ops::EvictionRule
-// Scores binds attention's decode logits [num_q_heads][slots_held] and Lse their log-sum-exps:
+// Scores binds attention's decode logits [num_kv_heads][slots_held][group_size] and Lse their log-sum-exps:
 // the probabilities are formed here, as decode_scores would (same expression, same order).
 layout(constant_id = 4) const bool SCORES_FROM_LOGITS = false;
 
@@ -139,10 +139,8 @@ void evict_rank(uint base, uint held, uint victim, uint freed) {
 float step_score(uint kv_head, uint slot, uint held) {
   if (!SCORES_FROM_LOGITS) return scores[kv_head * held + slot];
   float total = 0.0;
-  for (uint g = 0; g < push.group_size; ++g) {
-    const uint head = kv_head * push.group_size + g;
-    total += exp(scores[head * held + slot] - lse[head]);
-  }
+  for (uint g = 0; g < push.group_size; ++g)
+    total += exp(scores[(kv_head * held + slot) * push.group_size + g] - lse[kv_head * push.group_size + g]);
   return total;
 }
 

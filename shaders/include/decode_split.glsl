@@ -21,8 +21,8 @@
 // through macros, so that one kernel binds one cache and the other an array of caches:
 // KVC_DECODE_QUERY_WORDS (uint, [num_q_heads][HEAD_DIM], before RoPE), KVC_DECODE_KEY_VEC,
 // KVC_DECODE_KEY_HALVES and KVC_DECODE_KEY_WORDS (uvec4, uvec2 and uint views of K),
-// KVC_DECODE_VALUE_VEC, KVC_DECODE_POSITIONS (int) and KVC_DECODE_STORE_LOGIT(index, value)
-// (WRITE_LOGITS only).
+// KVC_DECODE_VALUE_VEC, KVC_DECODE_POSITIONS (int), and KVC_DECODE_STORE_LOGIT(index, value) and
+// KVC_DECODE_STORE_LOGIT4(index, vec4) (float and vec4 views of the logits; WRITE_LOGITS only).
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint HEAD_DIM = 128;
 layout(constant_id = 2) const uint GROUP_BLOCK = 4;  // divides the group: every head of a block is real
@@ -272,8 +272,17 @@ void decode_split(DecodeRange range) {
         [[unroll]] for (uint g = 0; g < GROUP_BLOCK; ++g) dots[g] = has_lane ? score_s[g * KEY_LANES + key_lane] : 0.0;
       }
       [[unroll]] for (uint g = 0; g < GROUP_BLOCK; ++g) scores[pass * KVC_MAX_GROUP_BLOCK + g] = valid ? dots[g] : KVC_NEG_INF;
-      if (WRITE_LOGITS && valid && lane == 0)
-        [[unroll]] for (uint g = 0; g < GROUP_BLOCK; ++g) KVC_DECODE_STORE_LOGIT((q_head0 + g) * range.num_slots + tile + j, dots[g]);
+      // A key's logits of the block's query heads are side by side ([kv head][slot][group]): in
+      // fours, one 16-byte store each, so that a warp's keys fill its sectors.
+      if (WRITE_LOGITS && valid && lane == 0) {
+        const uint first = (kv_head * range.num_slots + tile + j) * range.group_size + (q_head0 - kv_head * range.group_size);
+        if (GROUP_BLOCK % 4 == 0) {
+          [[unroll]] for (uint g = 0; g < GROUP_BLOCK; g += 4)
+            KVC_DECODE_STORE_LOGIT4((first + g) / 4, vec4(dots[g], dots[g + 1], dots[g + 2], dots[g + 3]));
+        } else {
+          [[unroll]] for (uint g = 0; g < GROUP_BLOCK; ++g) KVC_DECODE_STORE_LOGIT(first + g, dots[g]);
+        }
+      }
     }
 
     // One rescale per head and tile, against the larger of the running and the tile maximum.

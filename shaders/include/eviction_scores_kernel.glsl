@@ -33,7 +33,7 @@ const uint SUMMED_KV_HEADS = RULE == RULE_CURRENT_QUERY ? KV_HEADS : 1u;
 const bool KEEPS_COUNTS = RULE == RULE_TREE || RULE == RULE_TREE_LEFT;
 
 layout(binding = 0) readonly buffer Positions { int ranks[]; } ranks_of[LAYERS];   // [num_kv_heads][slot_stride]
-layout(binding = 1) readonly buffer Logits { float logits[]; } logits_of[LAYERS];  // [num_q_heads][slots_held]
+layout(binding = 1) readonly buffer Logits { float logits[]; } logits_of[LAYERS];  // [num_kv_heads][slots_held][GROUP]
 layout(binding = 2) readonly buffer Lse { float lse[]; } lse_of[LAYERS];           // [num_q_heads]
 layout(binding = 3) buffer Sums { float words[]; } sums_of[LAYERS];                // [num_kv_heads][slot_stride]
 layout(binding = 4) buffer Counts { uint words[]; } counts_of[LAYERS];             // tree rules only
@@ -75,10 +75,7 @@ void write_candidate(uint kv_head, uint entry, uint key, uint second, uint slot)
 // as decode_scores.comp and eviction_step.comp form it.
 float head_probability(uint kv_head, uint slot) {
   float total = 0.0;
-  [[unroll]] for (uint g = 0; g < GROUP; ++g) {
-    const uint head = kv_head * GROUP + g;
-    total += exp(logits[head * push.slots_held + slot] - lse[head]);
-  }
+  [[unroll]] for (uint g = 0; g < GROUP; ++g) total += exp(logits[(kv_head * push.slots_held + slot) * GROUP + g] - lse[kv_head * GROUP + g]);
   return total;
 }
 

@@ -48,7 +48,7 @@ void attention_cpu(const AttentionShape& shape, const AttentionArgs& args) {
           for (uint32_t slot = 0; slot < visible; ++slot) max_logit = std::max(max_logit, logits[slot]);
           for (uint32_t slot = 0; slot < visible; ++slot) {
             sum += std::exp(logits[slot] - max_logit);
-            logits_out[size_t(head) * shape.num_slots + slot] = static_cast<float>(logits[slot]);
+            logits_out[(size_t(kv_head) * shape.num_slots + slot) * group + g] = static_cast<float>(logits[slot]);
           }
           args.lse.host<float>()[head] = static_cast<float>(max_logit + std::log(sum));
         }

@@ -50,7 +50,7 @@ struct EvictionArgs {
   View v;             // [num_kv_heads][slot_stride][head_dim]
   View positions;     // int32 [num_kv_heads][slot_stride]: each slot's rank
   View scores;        // f32 [num_kv_heads][slots_held] from attention; not read by Oldest
-  // Instead of scores, num_queries 1: attention's logits, f32 [num_q_heads][slots_held], and
+  // Instead of scores, num_queries 1: attention's logits, f32 [num_kv_heads][slots_held][group], and
   // lse, f32 [num_q_heads]; a slot's score is the sum over the kv head's query heads of
   // exp(logit - lse), in query-head order.
   View logits;

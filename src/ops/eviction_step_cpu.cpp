@@ -78,7 +78,8 @@ std::vector<float> step_scores(const EvictionShape& shape, const EvictionArgs& a
   std::vector<float> scores(slots, 0.0f);
   for (uint32_t head = 0; head < shape.num_q_heads; ++head)
     for (uint32_t slot = 0; slot < shape.slots_held; ++slot)
-      scores[size_t(head / group) * shape.slots_held + slot] += std::exp(logits[size_t(head) * shape.slots_held + slot] - lse[head]);
+      scores[size_t(head / group) * shape.slots_held + slot] +=
+          std::exp(logits[(size_t(head / group) * shape.slots_held + slot) * group + head % group] - lse[head]);
   return scores;
 }
 

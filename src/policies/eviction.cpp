@@ -29,7 +29,7 @@ void EvictionPolicy::check_append(const Cache& cache, uint32_t layer, uint32_t n
 
 namespace {
 
-// Where a layer's decode_scores tensor holds the decode's logits (f32 [num_q_heads][slots held],
+// Where a layer's decode_scores tensor holds the decode's logits (f32 [num_kv_heads][slots held][group],
 // from 0), their log-sum-exps (f32 [num_q_heads]) and the victim's candidates, for up to
 // `slot_stride` slots; every part at an offset any device's storage-buffer alignment allows
 // (Vulkan's limit is at most 256 bytes).

@@ -73,7 +73,8 @@ void compare_logit_streams(Backend& gpu, EvictionRule rule, Dtype dtype, uint32_
       for (uint32_t head = 0; head < q_heads; ++head) {
         lse[step * lse_stride / 4 + head] = heads_lse[head];
         for (uint32_t slot = 0; slot < held; ++slot)
-          logits[step * logit_stride / 4 + size_t(head) * held + slot] = attended(test::rng()) ? heads_lse[head] : heads_lse[head] - 200.0f;
+          logits[step * logit_stride / 4 + (size_t(head / group) * held + slot) * group + head % group] =
+              attended(test::rng()) ? heads_lse[head] : heads_lse[head] - 200.0f;
       }
     }
     for (test::EvictionStream* stream : {&on_gpu, &on_cpu}) {

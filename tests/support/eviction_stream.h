@@ -24,7 +24,8 @@ struct EvictionStream {
   // after the append], by physical slot; unused by Oldest).
   void record_tokens(View scores, uint32_t count = 1);
   // Records appending the next token and one step fed a decode query's logits (f32
-  // [num_q_heads][slots held after the append]) and log-sum-exps (f32 [num_q_heads]).
+  // [num_kv_heads][slots held after the append][group], attention.h's layout) and log-sum-exps
+  // (f32 [num_q_heads]).
   void record_token_logits(View logits, View lse);
   // How record_token_decode records its step.
   enum class DecodeRoute {
