@@ -34,6 +34,7 @@ const bool KEEPS_COUNTS = RULE == RULE_TREE || RULE == RULE_TREE_LEFT;
 
 layout(binding = 0) readonly buffer Positions { int ranks[]; } ranks_of[LAYERS];   // [num_kv_heads][slot_stride]
 layout(binding = 1) readonly buffer Logits { float logits[]; } logits_of[LAYERS];  // [num_kv_heads][slots_held][GROUP]
+layout(binding = 1) readonly buffer Logits4 { vec4 logits4[]; } logits4_of[LAYERS];  // the same, 4 query heads a vector
 layout(binding = 2) readonly buffer Lse { float lse[]; } lse_of[LAYERS];           // [num_q_heads]
 layout(binding = 3) buffer Sums { float words[]; } sums_of[LAYERS];                // [num_kv_heads][slot_stride]
 layout(binding = 4) buffer Counts { uint words[]; } counts_of[LAYERS];             // tree rules only
@@ -55,6 +56,7 @@ layout(push_constant) uniform Push {
 // dispatch takes one layer, so that a device need not index buffer arrays dynamically).
 #define positions ranks_of[KVC_LAYER].ranks
 #define logits logits_of[KVC_LAYER].logits
+#define logits4 logits4_of[KVC_LAYER].logits4
 #define lse lse_of[KVC_LAYER].lse
 #define sums sums_of[KVC_LAYER].words
 #define counts counts_of[KVC_LAYER].words
@@ -73,9 +75,18 @@ void write_candidate(uint kv_head, uint entry, uint key, uint second, uint slot)
 
 // Kv head `kv_head`'s probability at `slot`: its query heads' exp(logit - lse) summed in order,
 // as decode_scores.comp and eviction_step.comp form it.
+// A slot's logits are side by side: where the group is a multiple of 4, 16-byte loads.
 float head_probability(uint kv_head, uint slot) {
+  const uint first = (kv_head * push.slots_held + slot) * GROUP;
   float total = 0.0;
-  [[unroll]] for (uint g = 0; g < GROUP; ++g) total += exp(logits[(kv_head * push.slots_held + slot) * GROUP + g] - lse[kv_head * GROUP + g]);
+  if (GROUP % 4 == 0) {
+    [[unroll]] for (uint g = 0; g < GROUP; g += 4) {
+      const vec4 four = logits4[(first + g) / 4];
+      [[unroll]] for (uint i = 0; i < 4; ++i) total += exp(four[i] - lse[kv_head * GROUP + g + i]);
+    }
+  } else {
+    [[unroll]] for (uint g = 0; g < GROUP; ++g) total += exp(logits[first + g] - lse[kv_head * GROUP + g]);
+  }
   return total;
 }
 
