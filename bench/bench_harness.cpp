@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <regex>
 #include <sstream>
 
@@ -16,6 +17,37 @@
 
 namespace kvc::bench {
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// When a row's warm-up may end. The GPU raises its clocks only after sustained load, in steps
+// its driver times: after the host had spent about 3 s making a row's inputs (the GPU idle), an
+// H200 ran a 32-layer decode step (decode_step_full c=4096) at 2980 us for its first 45 to 70
+// runs (150-250 ms) and at 641 us after, its SM clock at 345, then 630, then 1980 MHz
+// (nvidia-smi every 20 ms); a 2 s sleep before the row did not help. A warm-up of a fixed 200 ms
+// of GPU time ended inside the slow part in a third of the processes, whose timed rounds then
+// agreed at 1830-1960 us. So the warm-up lasts until the runs have been no faster for kSettled
+// of wall time (and at least kWarmupNs of GPU time in median_us).
+class Warmup {
+ public:
+  // Notes a warm-up run of `run_us` on the GPU; whether the runs may still get faster.
+  bool settling(double run_us) {
+    const Clock::time_point now = Clock::now();
+    if (run_us < fastest_us_ * (1.0 - kGain)) {
+      fastest_us_ = run_us;
+      faster_at_ = now;
+    }
+    return now - faster_at_ < kSettled && now - started_ < kLongest;
+  }
+
+ private:
+  static constexpr double kGain = 0.02;  // faster by less is the runs' own spread
+  static constexpr std::chrono::milliseconds kSettled{500};
+  static constexpr std::chrono::seconds kLongest{10};  // a bound should the spread keep finding faster runs
+  const Clock::time_point started_ = Clock::now();
+  Clock::time_point faster_at_ = started_;
+  double fastest_us_ = std::numeric_limits<double>::infinity();
+};
 
 double median(std::vector<double> values) {
   std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
@@ -30,19 +62,23 @@ double median_us(Backend& backend, const Timing& timing, const std::function<voi
   // GPU slows down while the host prepares a row's inputs (up to seconds for the largest), and
   // a few warm-up runs left later memory-bound rows measured at a quarter of their speed on the
   // H100 (L = 32K decode: 59 us first in a process, 225 us after other rows). So the warm-up
-  // keeps the GPU busy for kWarmupNs of its own time, in submissions of at most kWarmupBatch runs.
+  // keeps the GPU busy for at least kWarmupNs of its own time, in submissions of at most
+  // kWarmupBatch runs, and until they stop getting faster (Warmup).
   constexpr double kWarmupNs = 200e6;
   constexpr int kWarmupBatch = 64;
   double warm_ns = 0;
   constexpr int kMaxWarmupRuns = 100000;  // a bound should the timestamps read zero
-  for (int runs = 0, batch = std::max(1, timing.warmup); runs < timing.warmup || (warm_ns < kWarmupNs && runs < kMaxWarmupRuns);
-       runs += batch, batch = std::min(2 * batch, kWarmupBatch)) {
+  Warmup warmup;
+  for (int runs = 0, batch = std::max(1, timing.warmup);; runs += batch, batch = std::min(2 * batch, kWarmupBatch)) {
     backend.begin();
     const uint32_t from = recorder.timestamp();
     for (int i = 0; i < batch; ++i) record();
     const uint32_t to = recorder.timestamp();
     backend.submit();
-    warm_ns += recorder.elapsed_ns(from, to);
+    const double batch_ns = recorder.elapsed_ns(from, to);
+    warm_ns += batch_ns;
+    const bool settling = warmup.settling(batch_ns / 1000.0 / batch);
+    if (runs + batch >= kMaxWarmupRuns || (runs + batch >= timing.warmup && warm_ns >= kWarmupNs && !settling)) break;
   }
   // Even so, decode at L = 128K timed 460 and 627 us right after its inputs were made and 193 us
   // when timed again at once (H100, decode_sweep, 2026-11-23): the timed runs repeat until two
@@ -67,15 +103,17 @@ double median_us(Backend& backend, const Timing& timing, const std::function<voi
 }
 
 WallTime median_wall_us(int repetitions, const std::function<void()>& prepare, const std::function<RunTimes()>& run) {
-  using Clock = std::chrono::steady_clock;
   // As in median_us, the GPU's clocks rise only under sustained load: the timed runs follow
-  // 200 ms of runs, and at least one (which makes pipelines and scratch memory).
+  // at least one run (which makes pipelines and scratch memory) and 200 ms of them, until their
+  // GPU time stops falling (Warmup).
   const Clock::time_point warm_until = Clock::now() + std::chrono::milliseconds(200);
+  Warmup warmup;
   int warmup_runs = 0;
+  bool settling = true;
   do {
     if (prepare) prepare();
-    run();
-  } while (++warmup_runs < kMaxWallWarmupRuns && Clock::now() < warm_until);
+    settling = warmup.settling(run().gpu_us);
+  } while (++warmup_runs < kMaxWallWarmupRuns && (settling || Clock::now() < warm_until));
   std::vector<double> wall, gpu, record;
   for (int i = 0; i < repetitions; ++i) {
     if (prepare) prepare();

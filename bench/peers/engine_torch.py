@@ -34,13 +34,31 @@ def sizes(quick):
     }
 
 
+class Warmup:
+    """As kvc-bench's (bench/bench_harness.cpp): the GPU's clocks rise in steps under sustained
+    load, so a warm-up goes on until its runs have been no faster (by 2%) for half a second."""
+    GAIN, SETTLED_S, LONGEST_S = 0.02, 0.5, 10.0
+
+    def __init__(self):
+        self.started = self.faster_at = time.perf_counter()
+        self.fastest_us = float("inf")
+
+    def settling(self, run_us):
+        now = time.perf_counter()
+        if run_us < self.fastest_us * (1 - self.GAIN):
+            self.fastest_us, self.faster_at = run_us, now
+        return now - self.faster_at < self.SETTLED_S and now - self.started < self.LONGEST_S
+
+
 def median_wall_us(run, repetitions):
-    """As kvc-bench's median_wall_us: runs for 200 ms (at least one, at most MAX_WARMUP_RUNS),
-    then the median wall-clock time of `repetitions` runs."""
-    warm_until = time.perf_counter() + 0.2
+    """As kvc-bench's median_wall_us: runs for at least 200 ms and until they stop getting faster
+    (at least one, at most MAX_WARMUP_RUNS), then the median wall-clock time of `repetitions` runs."""
+    warm_until, warmup = time.perf_counter() + 0.2, Warmup()
     for _ in range(MAX_WARMUP_RUNS):
+        start = time.perf_counter()
         run()
-        if time.perf_counter() >= warm_until:
+        settling = warmup.settling((time.perf_counter() - start) * 1e6)
+        if not settling and time.perf_counter() >= warm_until:
             break
     times = []
     for _ in range(repetitions):

@@ -24,22 +24,25 @@ import engine_torch
 DTYPES = {"f16": torch.float16, "f32": torch.float32}
 
 
+def timed_us(step):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    step()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1000.0
+
+
 def median_us(step, warmup=3, repetitions=25, warm_seconds=0.2):
-    # As kvc-bench: keep the GPU busy for warm_seconds first, so its clocks are up.
-    started, runs = time.perf_counter(), 0
-    while runs < warmup or time.perf_counter() - started < warm_seconds:
-        step()
-        torch.cuda.synchronize()
+    # As kvc-bench: keep the GPU busy for warm_seconds first and until the runs stop getting
+    # faster, so its clocks are up.
+    started, runs, warm = time.perf_counter(), 0, engine_torch.Warmup()
+    while True:
+        still_faster = warm.settling(timed_us(step))
         runs += 1
-    times = []
-    for _ in range(repetitions):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        step()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1000.0)
-    return statistics.median(times)
+        if runs >= warmup and time.perf_counter() - started >= warm_seconds and not still_faster:
+            break
+    return statistics.median(timed_us(step) for _ in range(repetitions))
 
 
 def copy_gbps(nbytes=1 << 30):
