@@ -6,11 +6,14 @@
 //   kvc-bench [--quick] [--only NAME]... [--reps N] [--json out.json] [--compare peer.json]
 // The header and the JSON name the context's matrix path; KVC_COOPERATIVE_MATRIX=0 in the
 // environment times the SIMT kernels on a device that has cooperative matrices.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <fstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "bench_rows.h"
 #include "vulkan/device.h"
@@ -20,15 +23,26 @@ namespace kvc::bench {
 std::unique_ptr<Tensor> make_random(Backend& backend, size_t bytes, Dtype dtype) {
   // Every element drawn (a repeated block would be data no cache holds), by splitmix64: the
   // standard library's engine and distribution took seconds per tensor of a 128K-token cache.
-  uint64_t state = 1234;
+  // Element i's draw depends on i alone, so the host's threads each take a share: on one thread
+  // a row's inputs took seconds while the GPU idled, its clocks falling (docs/benchmarks.md).
+  const size_t count = bytes / dtype_size(dtype);
   std::vector<unsigned char> host(bytes);
-  for (size_t i = 0; i < bytes / dtype_size(dtype); ++i) {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    store_element(host.data(), dtype, i, float(z >> 40) * (2.0f / float(1u << 24)) - 1.0f);  // uniform in [-1, 1)
-  }
+  const auto draw = [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
+      uint64_t z = 1234 + (i + 1) * 0x9E3779B97F4A7C15ull;
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+      z ^= z >> 31;
+      store_element(host.data(), dtype, i, float(z >> 40) * (2.0f / float(1u << 24)) - 1.0f);  // uniform in [-1, 1)
+    }
+  };
+  constexpr size_t kElementsPerThread = size_t(1) << 20;  // fewer are not worth a thread
+  const size_t threads = std::clamp<size_t>(std::min<size_t>(std::thread::hardware_concurrency(), count / kElementsPerThread), 1, 32);
+  const size_t share = (count + threads - 1) / threads;
+  std::vector<std::thread> workers;
+  for (size_t t = 1; t < threads; ++t) workers.emplace_back(draw, t * share, std::min(count, (t + 1) * share));
+  draw(0, std::min(count, share));
+  for (std::thread& worker : workers) worker.join();
   auto tensor = std::make_unique<Tensor>(backend, bytes);
   backend.begin();
   backend.upload(host.data(), bytes, *tensor, 0);
