@@ -22,8 +22,8 @@ using Clock = std::chrono::steady_clock;
 
 // When a row's warm-up may end. The GPU raises its clocks only after sustained load, in steps
 // its driver times: after the host had spent about 3 s making a row's inputs (the GPU idle), an
-// H200 ran a 32-layer decode step (decode_step_full c=4096) at 2980 us for its first 45 to 70
-// runs (150-250 ms) and at 641 us after, its SM clock at 345, then 630, then 1980 MHz
+// H200 ran a 32-layer decode step (decode_step_full c=4096) at 2980 us for its first 52 to 98
+// runs (155-290 ms) and at 641 us after, its SM clock at 345, then 630, then 1980 MHz
 // (nvidia-smi every 20 ms); a 2 s sleep before the row did not help. A warm-up of a fixed 200 ms
 // of GPU time ended inside the slow part in a third of the processes, whose timed rounds then
 // agreed at 1830-1960 us. So the warm-up lasts until the runs have been no faster for kSettled
@@ -65,11 +65,14 @@ double median_us(Backend& backend, const Timing& timing, const std::function<voi
   // keeps the GPU busy for at least kWarmupNs of its own time, in submissions of at most
   // kWarmupBatch runs, and until they stop getting faster (Warmup).
   constexpr double kWarmupNs = 200e6;
+  // Runs a submission: doubling up to 64, and at most about kWarmupBatchNs of GPU time, so
+  // that the warm-up sees each step of the clocks and ends near where they settle.
   constexpr int kWarmupBatch = 64;
+  constexpr double kWarmupBatchNs = 100e6;
   double warm_ns = 0;
   constexpr int kMaxWarmupRuns = 100000;  // a bound should the timestamps read zero
   Warmup warmup;
-  for (int runs = 0, batch = std::max(1, timing.warmup);; runs += batch, batch = std::min(2 * batch, kWarmupBatch)) {
+  for (int runs = 0, batch = std::max(1, timing.warmup);; runs += batch) {
     backend.begin();
     const uint32_t from = recorder.timestamp();
     for (int i = 0; i < batch; ++i) record();
@@ -77,8 +80,11 @@ double median_us(Backend& backend, const Timing& timing, const std::function<voi
     backend.submit();
     const double batch_ns = recorder.elapsed_ns(from, to);
     warm_ns += batch_ns;
-    const bool settling = warmup.settling(batch_ns / 1000.0 / batch);
+    const double run_ns = batch_ns / batch;
+    const bool settling = warmup.settling(run_ns / 1000.0);
     if (runs + batch >= kMaxWarmupRuns || (runs + batch >= timing.warmup && warm_ns >= kWarmupNs && !settling)) break;
+    const int batch_by_time = run_ns > 0 ? int(std::min(kWarmupBatchNs / run_ns, double(kWarmupBatch))) : kWarmupBatch;
+    batch = std::max(1, std::min({2 * batch, kWarmupBatch, batch_by_time}));
   }
   // Even so, decode at L = 128K timed 460 and 627 us right after its inputs were made and 193 us
   // when timed again at once (H100, decode_sweep, 2026-11-23): the timed runs repeat until two
@@ -102,10 +108,11 @@ double median_us(Backend& backend, const Timing& timing, const std::function<voi
   }
 }
 
-WallTime median_wall_us(int repetitions, const std::function<void()>& prepare, const std::function<RunTimes()>& run) {
+WallTime median_wall_us(int repetitions, int max_warmup_runs, const std::function<void()>& prepare,
+                        const std::function<RunTimes()>& run) {
   // As in median_us, the GPU's clocks rise only under sustained load: the timed runs follow
   // at least one run (which makes pipelines and scratch memory) and 200 ms of them, until their
-  // GPU time stops falling (Warmup).
+  // GPU time stops falling (Warmup; 500 ms where a run reports none).
   const Clock::time_point warm_until = Clock::now() + std::chrono::milliseconds(200);
   Warmup warmup;
   int warmup_runs = 0;
@@ -113,7 +120,7 @@ WallTime median_wall_us(int repetitions, const std::function<void()>& prepare, c
   do {
     if (prepare) prepare();
     settling = warmup.settling(run().gpu_us);
-  } while (++warmup_runs < kMaxWallWarmupRuns && (settling || Clock::now() < warm_until));
+  } while (++warmup_runs < max_warmup_runs && (settling || Clock::now() < warm_until));
   std::vector<double> wall, gpu, record;
   for (int i = 0; i < repetitions; ++i) {
     if (prepare) prepare();

@@ -34,9 +34,6 @@ struct Timing {
 // Median GPU time in microseconds of `record`, which records one instance of the op.
 double median_us(Backend& backend, const Timing& timing, const std::function<void()>& record);
 
-// At most this many warm-up runs in median_wall_us: callers size their caches for them.
-constexpr int kMaxWallWarmupRuns = 256;
-
 // What a wall-timed run reports of itself: the GPU time of what it submitted and the host's
 // time recording it (each 0 where unknown).
 struct RunTimes {
@@ -50,9 +47,11 @@ struct WallTime {
   double record_us = 0;
 };
 
-// Median wall-clock time in microseconds of `run` over `repetitions` runs after a warm-up;
-// `prepare`, when given, runs untimed before each run.
-WallTime median_wall_us(int repetitions, const std::function<void()>& prepare, const std::function<RunTimes()>& run);
+// Median wall-clock time in microseconds of `run` over `repetitions` runs after a warm-up of
+// at most `max_warmup_runs` runs (callers whose caches grow size them for it); `prepare`, when
+// given, runs untimed before each run.
+WallTime median_wall_us(int repetitions, int max_warmup_runs, const std::function<void()>& prepare,
+                        const std::function<RunTimes()>& run);
 
 // Device-to-device copy bandwidth in GB/s (bytes read + written), measured with `bytes` buffers.
 double copy_bandwidth_gbps(Backend& backend, const Timing& timing, size_t bytes);

@@ -25,6 +25,9 @@ struct EngineSizes {
   uint32_t chunk;           // a prefill chunk, and the fill's calls
   int decode_repetitions;
   int prefill_repetitions;  // few: a 2048-token chunk over 32K slots takes seconds on an H100
+  // median_wall_us's bound on warm-up runs, which the growing caches make room for: 1024 steps
+  // outlast the clocks' ramp (bench_harness.cpp's Warmup) where 256 of about 1 ms did not.
+  int max_warmup_runs;
 };
 
 EngineSizes sizes_for(const Timing& timing, bool quick) {
@@ -37,6 +40,7 @@ EngineSizes sizes_for(const Timing& timing, bool quick) {
   sizes.chunk = quick ? 32 : 2048;
   sizes.prefill_repetitions = std::min(timing.repetitions, 3);
   sizes.decode_repetitions = quick ? sizes.prefill_repetitions : timing.repetitions;
+  sizes.max_warmup_runs = quick ? 64 : 1024;  // --quick's FOURIER prompt leaves room for 64
   return sizes;
 }
 
@@ -161,11 +165,12 @@ void add_row(Report& report, EngineSession& session, const RowOptions& options, 
 //  FOURIER (fourier_params): capacity L (its window T, a power of two at the bench's lengths)
 //    and a prompt of L - 1 less the tokens warm-up and repetitions add, ended (the middle
 //    compressed); every token folds the local window's oldest into the coefficients.
-//  H2O, TREEKV: c tokens; each token appends one (c + 1, the one chunk slot the defaults give)
+//  STREAMING, H2O, TOVA, TREEKV: c tokens; each token appends one (c + 1, the one chunk slot the defaults give)
 //    and its attend evicts one, so every token runs the policy's full step at c.
-CachePtr decode_cache(EngineSession& session, const Policy& policy, uint32_t length, int repetitions) {
+CachePtr decode_cache(EngineSession& session, const Policy& policy, uint32_t length, const EngineSizes& sizes) {
+  const int room = sizes.max_warmup_runs + sizes.decode_repetitions;  // the tokens a row's runs add
   if (policy.policy == KVC_POLICY_FULL) {
-    CachePtr cache = session.create_cache(policy.policy, length + kMaxWallWarmupRuns + repetitions, nullptr);
+    CachePtr cache = session.create_cache(policy.policy, length + room, nullptr);
     session.fill(cache.get(), length - 1);
     return cache;
   }
@@ -184,7 +189,7 @@ CachePtr decode_cache(EngineSession& session, const Policy& policy, uint32_t len
   if (policy.policy == KVC_POLICY_FOURIER) {
     const kvc_fourier_params params = fourier_params(length);
     CachePtr cache = session.create_cache(policy.policy, length, &params);
-    session.fill(cache.get(), length - 1 - kMaxWallWarmupRuns - repetitions);
+    session.fill(cache.get(), length - 1 - room);
     session.end_prefill(cache.get());
     return cache;
   }
@@ -215,8 +220,8 @@ void add_decode_rows(EngineSession& session, const EngineSizes& sizes, const Row
       for (EnginePath path : paths)
         add_row(report, session, options, "engine_decode", shape_text(policy, length, 1, sizes.shape, path),
                 bytes_moved(sizes.shape, length, 1, policy.policy), [&] {
-                  CachePtr cache = decode_cache(session, policy, length, sizes.decode_repetitions);
-                  return median_wall_us(sizes.decode_repetitions, nullptr,
+                  CachePtr cache = decode_cache(session, policy, length, sizes);
+                  return median_wall_us(sizes.decode_repetitions, sizes.max_warmup_runs, nullptr,
                                         [&] { return session.run_step(cache.get(), path, 1, false); });
                 });
     }
@@ -236,10 +241,10 @@ void add_decode_batch_rows(EngineSession& session, const EngineSizes& sizes, con
         std::vector<CachePtr> caches;
         std::vector<kvc_cache*> handles;
         for (uint32_t i = 0; i < batch; ++i) {
-          caches.push_back(decode_cache(session, kFull, length, sizes.decode_repetitions));
+          caches.push_back(decode_cache(session, kFull, length, sizes));
           handles.push_back(caches.back().get());
         }
-        return median_wall_us(sizes.decode_repetitions, nullptr, [&] { return session.run_batch_step(handles, batched); });
+        return median_wall_us(sizes.decode_repetitions, sizes.max_warmup_runs, nullptr, [&] { return session.run_batch_step(handles, batched); });
       });
     }
 }
@@ -259,7 +264,7 @@ void add_prefill_rows(EngineSession& session, const EngineSizes& sizes, const Ro
               bytes_moved(sizes.shape, length, chunk), [&] {
                 CachePtr cache = session.create_cache(policy.policy, length, selects ? &window : nullptr);
                 const auto refill = [&] { session.refill(cache.get(), length - chunk); };
-                return median_wall_us(sizes.prefill_repetitions, refill,
+                return median_wall_us(sizes.prefill_repetitions, sizes.max_warmup_runs, refill,
                                       [&] { return session.run_step(cache.get(), path, chunk, selects); });
               });
   }
@@ -282,7 +287,7 @@ void add_compress_rows(EngineSession& session, const EngineSizes& sizes, const R
   for (EnginePath path : kPaths)
     add_row(report, session, options, "engine_compress", shape_text(kFreqKv, window, 1, shape, path), bytes, [&] {
       CachePtr cache = session.create_cache(KVC_POLICY_FREQKV, window, &params);
-      return median_wall_us(sizes.decode_repetitions, [&] { session.refill(cache.get(), window - 1); },
+      return median_wall_us(sizes.decode_repetitions, sizes.max_warmup_runs, [&] { session.refill(cache.get(), window - 1); },
                             [&] { return session.run_step(cache.get(), path, 1, false); });
     });
 }
@@ -298,7 +303,7 @@ void add_end_prefill_rows(EngineSession& session, const EngineSizes& sizes, cons
   const double bytes = shape.layers * 2.0 * shape.kv_heads * shape.head_dim * (2.0 * segment + 8.0 * faedkv_bins(length));
   add_row(report, session, options, "engine_end_prefill", shape_text(kFaedKv, length, 0, shape, EnginePath::Device), bytes, [&] {
     CachePtr cache = session.create_cache(KVC_POLICY_FAEDKV, length, &params);
-    return median_wall_us(sizes.prefill_repetitions, [&] { session.refill(cache.get(), length); },
+    return median_wall_us(sizes.prefill_repetitions, sizes.max_warmup_runs, [&] { session.refill(cache.get(), length); },
                           [&] { return RunTimes{session.end_prefill(cache.get())}; });
   });
 }
@@ -312,7 +317,7 @@ void add_storage_rows(EngineSession& session, const EngineSizes& sizes, const Ro
   const uint32_t length = sizes.prefill_length, chunk = sizes.chunk;
   add_row(report, session, options, "engine_create", shape_text(kFull, length, 0, sizes.shape, EnginePath::Device), 0, [&] {
     CachePtr cache = session.create_cache(KVC_POLICY_FULL, length, nullptr);
-    return median_wall_us(sizes.prefill_repetitions, [&] { cache.reset(); }, [&] {
+    return median_wall_us(sizes.prefill_repetitions, sizes.max_warmup_runs, [&] { cache.reset(); }, [&] {
       cache = session.create_cache(KVC_POLICY_FULL, length, nullptr);
       return RunTimes{};
     });
@@ -325,7 +330,7 @@ void add_storage_rows(EngineSession& session, const EngineSizes& sizes, const Ro
       session.refill(cache.get(), length - chunk);
       session.run_step(cache.get(), EnginePath::Step, chunk, true);
     };
-    return median_wall_us(sizes.prefill_repetitions, end_prompt, [&] {
+    return median_wall_us(sizes.prefill_repetitions, sizes.max_warmup_runs, end_prompt, [&] {
       session.reset(cache.get());
       return RunTimes{};
     });

@@ -21,8 +21,6 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.bias import causal_lower_right
 
-MAX_WARMUP_RUNS = 256  # as kvc-bench's kMaxWallWarmupRuns: the caches have room for them
-
 
 def sizes(quick):
     """kvc-bench's sizes (bench/rows_engine.cpp): --quick pairs with `kvc-bench --quick`."""
@@ -31,6 +29,7 @@ def sizes(quick):
         "decode_lengths": [256, 512] if quick else [4096, 32768, 131072],
         "prefill_length": 256 if quick else 32768, "chunk": 32 if quick else 2048,
         "decode_repetitions": 3 if quick else 25, "prefill_repetitions": 3,
+        "max_warmup_runs": 64 if quick else 1024,  # as kvc-bench's: the caches have room for them
     }
 
 
@@ -50,11 +49,11 @@ class Warmup:
         return now - self.faster_at < self.SETTLED_S and now - self.started < self.LONGEST_S
 
 
-def median_wall_us(run, repetitions):
+def median_wall_us(run, repetitions, max_warmup_runs):
     """As kvc-bench's median_wall_us: runs for at least 200 ms and until they stop getting faster
-    (at least one, at most MAX_WARMUP_RUNS), then the median wall-clock time of `repetitions` runs."""
+    (at least one, at most max_warmup_runs), then the median wall-clock time of `repetitions` runs."""
     warm_until, warmup = time.perf_counter() + 0.2, Warmup()
-    for _ in range(MAX_WARMUP_RUNS):
+    for _ in range(max_warmup_runs):
         start = time.perf_counter()
         run()
         settling = warmup.settling((time.perf_counter() - start) * 1e6)
@@ -99,7 +98,7 @@ def decode_preallocated(s, length, repetitions, backend=flash, batch=1, per_sequ
     the first run makes it hold `length` slots, and each run adds one, as kvc-bench's FULL rows.
     A batch of sequences attends in one batched SDPA call per layer, or with per_sequence in one
     call per sequence (kvc-bench's engine_decode_batch "batch" and "per_cache")."""
-    capacity = length + MAX_WARMUP_RUNS + repetitions
+    capacity = length + s["max_warmup_runs"] + repetitions
     k_cache = random(s["layers"], batch, s["kv_heads"], capacity, s["dim"])
     v_cache = random(s["layers"], batch, s["kv_heads"], capacity, s["dim"])
     q = random(batch, s["q_heads"], 1, s["dim"])
@@ -169,7 +168,7 @@ def engine_rows(quick, keep=lambda name: True):
     decode_reps = s["decode_repetitions"]
     if keep("engine_decode"):
         for length in s["decode_lengths"]:
-            us = median_wall_us(decode_preallocated(s, length, decode_reps), decode_reps)
+            us = median_wall_us(decode_preallocated(s, length, decode_reps), decode_reps, s["max_warmup_runs"])
             rows.append(row("engine_decode", s, length, 1, us))
             torch.cuda.empty_cache()
     if keep("engine_decode_batch"):
@@ -177,21 +176,22 @@ def engine_rows(quick, keep=lambda name: True):
         for batch in (1, 8, 32):
             for per_sequence in (False, True):
                 us = median_wall_us(decode_preallocated(s, length, decode_reps, batch=batch, per_sequence=per_sequence),
-                                    decode_reps)
+                                    decode_reps, s["max_warmup_runs"])
                 rows.append({"name": "engine_decode_batch", "dtype": "f16", "us": us, "bytes": batch * bytes_moved(s, length, 1),
                              "shape": shape_text(s, length, 1) + f" B={batch} " + ("per_cache" if per_sequence else "batch")})
                 torch.cuda.empty_cache()
     if keep("engine_decode_default"):
         length = s["decode_lengths"][0]
-        us = median_wall_us(decode_preallocated(s, length, decode_reps, contextlib.nullcontext), decode_reps)
+        us = median_wall_us(decode_preallocated(s, length, decode_reps, contextlib.nullcontext), decode_reps,
+                            s["max_warmup_runs"])
         rows.append(row("engine_decode_default", s, length, 1, us))
     if keep("engine_decode_cat"):
         for length in s["decode_lengths"][:2]:  # torch.cat copies the whole cache per token: not at 128K
-            us = median_wall_us(decode_cat(s, length), decode_reps)
+            us = median_wall_us(decode_cat(s, length), decode_reps, s["max_warmup_runs"])
             rows.append(row("engine_decode_cat", s, length, 1, us))
             torch.cuda.empty_cache()
     if keep("engine_prefill"):
         length, chunk = s["prefill_length"], s["chunk"]
         rows.append(row("engine_prefill", s, length, chunk,
-                        median_wall_us(prefill_chunk(s, length, chunk), s["prefill_repetitions"])))
+                        median_wall_us(prefill_chunk(s, length, chunk), s["prefill_repetitions"], s["max_warmup_runs"])))
     return rows

@@ -42,7 +42,7 @@ struct AttentionArgs {
   View scores;      // optional, f32 [num_kv_heads][num_slots]
   // Optional, one query only, both or neither: each query head's logits q.k / sqrt(head_dim)
   // (f32 [num_kv_heads][num_slots][group]: a slot's logits of one kv head's query heads side by
-  // side, so that a decode key's are one store) and their log-sum-exp (f32 [num_q_heads]), so
+  // side, so that the decode stores a key's in 16-byte vectors) and their log-sum-exp (f32 [num_q_heads]), so
   // that query head h = kv * group + g gives slot s probability exp(logits[kv][s][g] - lse[h]).
   View logits;
   View lse;

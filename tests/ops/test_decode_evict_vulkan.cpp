@@ -191,6 +191,9 @@ TEST_CASE("decode_evict on Vulkan: H2O's, TOVA's and TreeKV's evictions left for
   }
   // Three slot blocks per kv head.
   compare_deferred(*gpu, ops::EvictionRule::Tree, Dtype::F16, 2, {1100, 1100}, 1110, 555);
+  // A group of 12: the decode stores a key's logits head by head (blocks of 6), the scoring
+  // loads them 4 at a time.
+  compare_deferred(*gpu, ops::EvictionRule::CurrentQuery, Dtype::F32, 12, {37, 41}, 70, 35);
   // 33 layers alike: past the 32 a dispatch binds (on a device that allows them), so one
   // dispatch of the many-layer kernels and one of the single-layer ones.
   compare_deferred(*gpu, ops::EvictionRule::Accumulated, Dtype::F16, 2, std::vector<uint32_t>(33, 29), 40, 40);

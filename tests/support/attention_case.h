@@ -12,7 +12,7 @@ namespace kvc::test {
 struct AttentionResult {
   std::vector<float> out;     // [n][qh][d]
   std::vector<float> scores;  // [kv][slots]
-  std::vector<float> logits;  // [qh][slots], one query with scores only
+  std::vector<float> logits;  // [kv][slots][group], one query with scores only
   std::vector<float> lse;     // [qh], with logits
 };
 
